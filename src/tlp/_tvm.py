@@ -1,0 +1,91 @@
+"""The one place where TLP imports TVM and MetaSchedule.
+
+Why this module exists: ``import tvm.s_tir.tensor_intrin`` (done by ``TuneContext`` and by MetaSchedule's
+default builder in *every* build worker) registers the tensor intrinsics of every backend and takes ~34 s on our
+2-core machines, 28 s of it for CUDA alone. MetaSchedule's ``LocalBuilder`` starts fresh worker processes for each
+batch, so with its default build function the first build of every worker pays that import and hits the 30 s
+build timeout. We register only the intrinsics of the CPU family we compile for, which is all an LLVM target's
+schedule rules can use; the CUDA intrinsics are registered when a CUDA target asks for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform as _host_platform
+import sys
+import types
+from typing import Any
+
+import tvm  # noqa: F401  (re-exported for the rest of the package)
+
+_INTRIN_PACKAGE = "tvm.s_tir.tensor_intrin"
+
+
+def _intrin_families() -> tuple[str, ...]:
+    machine = _host_platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return ("arm_cpu",)
+    return ("x86",)
+
+
+def register_tensor_intrinsics(target_kind: str = "llvm") -> None:
+    """Register the tensor intrinsics that schedules for ``target_kind`` can use, and no others."""
+    import tvm.s_tir  # pylint: disable=import-outside-toplevel
+
+    package = sys.modules.get(_INTRIN_PACKAGE)
+    if package is None:
+        # A package object without its __init__ (which imports every backend): submodules still import normally.
+        package = types.ModuleType(_INTRIN_PACKAGE)
+        package.__path__ = [os.path.join(os.path.dirname(tvm.s_tir.__file__), "tensor_intrin")]
+        package.__package__ = _INTRIN_PACKAGE
+        sys.modules[_INTRIN_PACKAGE] = package
+        tvm.s_tir.tensor_intrin = package  # type: ignore[attr-defined]
+    families = ("cuda",) if target_kind == "cuda" else _intrin_families()
+    for family in families:
+        importlib.import_module(f"{_INTRIN_PACKAGE}.{family}")
+
+
+register_tensor_intrinsics()
+
+from tvm.s_tir import meta_schedule as ms  # noqa: E402  pylint: disable=wrong-import-position
+
+import tvm_ffi  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def structural_hash(obj: Any) -> int:
+    """TVM's structural hash (the identity MetaSchedule uses for workloads and programs)."""
+    return int(tvm_ffi.structural_hash(obj))
+
+
+def build_for_measurement(mod: "tvm.IRModule", target: "tvm.target.Target", _params: Any) -> Any:
+    """MetaSchedule's default build, minus the import of every backend's tensor intrinsics (see module doc).
+
+    Runs inside builder worker processes; it must stay importable from this module by name (cloudpickle ships a
+    reference to it).
+    """
+    from tvm.driver import build as tvm_build  # pylint: disable=import-outside-toplevel
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # pylint: disable=import-outside-toplevel
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
+def to_plain(value: Any) -> Any:
+    """FFI containers and TVM scalars -> plain Python (JSON-serializable, stable for hashing)."""
+    if isinstance(value, (str, bool)) or value is None:
+        return value if not isinstance(value, str) else str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if hasattr(value, "items"):
+        return {str(k): to_plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if hasattr(value, "__iter__"):
+        return [to_plain(v) for v in value]
+    if hasattr(value, "value"):
+        return to_plain(value.value)
+    return str(value)
+
+
+__all__ = ["to_plain", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]

@@ -1,0 +1,214 @@
+"""The ``tlp`` command line: one verb per pipeline stage.
+
+    tlp workloads list                       what can be tuned/measured, with task counts
+    tlp collect --workloads W --dataset D    measure programs (resumable; --remeasure-* for re-measurement)
+    tlp dataset info|import|seal|export      inspect and manage datasets
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATASET = "datasets/tlp-cpu"
+
+
+def _add_target_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help='JSON target, e.g. \'{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}\' '
+                        "(default: this machine)")
+
+
+def _target(args: argparse.Namespace) -> dict[str, Any]:
+    from tlp.platform import host_target, parse_target  # pylint: disable=import-outside-toplevel
+
+    return parse_target(args.target) if args.target else host_target()
+
+
+def cmd_workloads_list(args: argparse.Namespace) -> int:
+    from tlp.workloads import list_workloads, load_tasks  # pylint: disable=import-outside-toplevel
+
+    target = _target(args)
+    rows = []
+    for info in list_workloads():
+        count = "?"
+        if info.kind == "operators" or not args.no_count:
+            tasks = load_tasks([info.name], target)
+            count = f"{len(tasks)}"
+            if info.kind == "network":
+                count += f" ({len({t.key for t in tasks})} unique)"
+        rows.append((info.name, info.kind, "test" if info.held_out else "train", count, info.description))
+    if args.json:
+        print(json.dumps([dict(zip(("name", "kind", "split", "tasks", "description"), r)) for r in rows], indent=1))
+        return 0
+    widths = [max(len(str(r[i])) for r in rows + [("name", "kind", "split", "tasks", "")]) for i in range(4)]
+    print("  ".join(h.ljust(w) for h, w in zip(("name", "kind", "split", "tasks"), widths)) + "  description")
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4])
+    print("\ngroups: ops (all operators), networks, train, test, all")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.collect import CollectPlan, collect, remeasure
+    from tlp.dataset.measure import MeasureConfig, RPCSettings
+    from tlp.dataset.store import Dataset
+    from tlp.platform import Platform
+    from tlp.workloads import load_tasks
+
+    dataset = Dataset(args.dataset)
+    target = _target(args)
+    config = MeasureConfig(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, cache_flush=not args.no_cache_flush)
+    if args.rpc_tracker:
+        config.rpc = RPCSettings.parse(args.rpc_tracker, args.rpc_key)
+        platform = Platform.remote(target, args.rpc_key, args.hardware)
+    else:
+        platform = Platform.host(target)
+    if args.remeasure_from or args.remeasure_loaded:
+        source = dataset.store(args.remeasure_from or platform.id)
+        threshold = args.load_threshold if args.remeasure_loaded else None
+        summary = remeasure(dataset, source, platform, config, only_loaded_above=threshold,
+                            batch_size=args.batch_size, progress=not args.quiet, max_batches=args.max_batches)
+    else:
+        if not args.workloads:
+            raise SystemExit("tlp collect: --workloads is required (see `tlp workloads list`)")
+        tasks = load_tasks(args.workloads.split(","), target)
+        plan = CollectPlan(trials_per_task=args.trials_per_task, random_fraction=args.random_fraction,
+                           batch_size=args.batch_size, seed=args.seed, max_batches=args.max_batches)
+        summary = collect(dataset, tasks, platform, plan, config, progress=not args.quiet)
+    print(json.dumps({"platform": platform.id, **summary.to_json()}, indent=1))
+    return 0
+
+
+def cmd_dataset_info(args: argparse.Namespace) -> int:
+    from tlp.dataset.info import dataset_info, format_info  # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset, DatasetError  # pylint: disable=import-outside-toplevel
+
+    if not Path(args.path).is_dir():
+        raise DatasetError(f"{args.path}: no such dataset folder")
+    info = dataset_info(Dataset(args.path), args.load_threshold)
+    print(json.dumps(info, indent=1) if args.json else format_info(info))
+    return 0
+
+
+def cmd_dataset_import(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.importer import import_work_dir
+    from tlp.dataset.store import Dataset
+    from tlp.platform import host_fingerprint
+
+    hardware = host_fingerprint() if args.measured_here else {"description": args.hardware or "unknown"}
+    summary = import_work_dir(Dataset(args.dataset), Path(args.work_dir), args.network, hardware)
+    print(json.dumps(summary.__dict__, indent=1))
+    return 0
+
+
+def cmd_dataset_seal(args: argparse.Namespace) -> int:
+    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
+
+    dataset = Dataset(args.path)
+    for platform_id in dataset.platform_ids():
+        with dataset.store(platform_id) as store:
+            for segment in store.seal():
+                print(f"sealed {segment}")
+    return 0
+
+
+def cmd_dataset_export(args: argparse.Namespace) -> int:
+    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
+
+    workloads, records = Dataset(args.path).store(args.platform).export_database(Path(args.out))
+    print(f"wrote {workloads} and {records} (open with ms.database.JSONDatabase(work_dir={args.out!r}))")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tlp", description="TLP: learned cost models for TVM MetaSchedule")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own log lines")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    workloads = verbs.add_parser("workloads", help="the workload zoo").add_subparsers(dest="action", required=True)
+    listing = workloads.add_parser("list", help="list networks and operator families with task counts")
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--no-count", action="store_true", help="skip extracting networks (fast)")
+    _add_target_args(listing)
+    listing.set_defaults(func=cmd_workloads_list)
+
+    collect = verbs.add_parser("collect", help="measure programs into a dataset (resumable)")
+    collect.add_argument("--workloads", help="comma-separated workload names or groups (ops, networks, train, test, all)")
+    collect.add_argument("--dataset", default=DEFAULT_DATASET, help=f"dataset folder (default {DEFAULT_DATASET})")
+    _add_target_args(collect)
+    collect.add_argument("--trials-per-task", type=int, default=128)
+    collect.add_argument("--random-fraction", type=float, default=0.5, help="share of random (vs evolved) programs")
+    collect.add_argument("--batch-size", type=int, default=32)
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument("--max-batches", type=int, help="stop after this many batches")
+    collect.add_argument("--repeat", type=int, default=3, help="timed repeats kept per program")
+    collect.add_argument("--min-repeat-ms", type=int, default=20)
+    collect.add_argument("--no-cache-flush", action="store_true")
+    collect.add_argument("--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: run on its devices")
+    collect.add_argument("--rpc-key", default="tlp", help="device key registered with the tracker")
+    collect.add_argument("--hardware", help="description of the RPC devices' hardware (part of the platform)")
+    collect.add_argument("--remeasure-from", metavar="PLATFORM_ID",
+                         help="measure the programs stored for another platform on this one (same traces)")
+    collect.add_argument("--remeasure-loaded", action="store_true",
+                         help="re-measure this platform's records taken while other processes loaded the CPU")
+    collect.add_argument("--load-threshold", type=float, default=0.10)
+    collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    collect.set_defaults(func=cmd_collect)
+
+    dataset = verbs.add_parser("dataset", help="inspect and manage datasets").add_subparsers(dest="action",
+                                                                                              required=True)
+    info = dataset.add_parser("info", help="counts and noise of a dataset")
+    info.add_argument("path", nargs="?", default=DEFAULT_DATASET)
+    info.add_argument("--json", action="store_true")
+    info.add_argument("--load-threshold", type=float, default=0.10)
+    info.set_defaults(func=cmd_dataset_info)
+    imp = dataset.add_parser("import", help="import a MetaSchedule work directory (its JSONDatabase)")
+    imp.add_argument("work_dir")
+    imp.add_argument("--dataset", default=DEFAULT_DATASET)
+    imp.add_argument("--network", help="network name for the imported tasks (default: the folder's name)")
+    where = imp.add_mutually_exclusive_group()
+    where.add_argument("--measured-here", action="store_true", help="the logs were measured on this machine")
+    where.add_argument("--hardware", help="description of the machine that measured the logs")
+    imp.set_defaults(func=cmd_dataset_import)
+    seal = dataset.add_parser("seal", help="compress appended records into committed segments")
+    seal.add_argument("path", nargs="?", default=DEFAULT_DATASET)
+    seal.set_defaults(func=cmd_dataset_seal)
+    export = dataset.add_parser("export", help="write one platform as plain MetaSchedule JSONDatabase files")
+    export.add_argument("path")
+    export.add_argument("--platform", required=True)
+    export.add_argument("--out", required=True)
+    export.set_defaults(func=cmd_dataset_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not args.verbose:
+        # MetaSchedule logs every evolutionary-search step at INFO; that drowns the progress bar.
+        logging.getLogger("tvm").setLevel(logging.WARNING)
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.measure import MeasureError
+    from tlp.dataset.store import DatasetError
+    from tlp.platform import TargetError
+    from tlp.workloads import UnknownWorkloadError
+
+    try:
+        return int(args.func(args) or 0)
+    except (DatasetError, TargetError, UnknownWorkloadError, MeasureError) as error:
+        print(f"tlp: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tlp: interrupted; everything measured so far is stored (re-run the same command to continue)",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""Measured datasets: collection on real MetaSchedule builders/runners, storage, import, summaries.
+
+Public entry: :func:`collect` (and :func:`remeasure`) fill a :class:`Dataset`; :func:`dataset_info` summarizes it.
+"""
+
+from tlp.dataset.collect import CollectPlan, collect, remeasure
+from tlp.dataset.info import dataset_info
+from tlp.dataset.measure import MeasureConfig, RPCSettings
+from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore
+
+__all__ = ["CollectPlan", "collect", "remeasure", "dataset_info", "MeasureConfig", "RPCSettings", "Dataset",
+           "DatasetError", "MeasuredProgram", "PlatformStore"]

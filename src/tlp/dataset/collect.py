@@ -1,0 +1,329 @@
+"""``tlp collect``: measure candidate programs of tasks on a platform, resumably, for hours.
+
+Kill-safety and resume come from the store: every batch is appended durably before the next one starts, and on
+start the collector reads what is stored (per task: how many programs, which traces and which programs) and
+measures only what is missing. Tasks are visited round-robin, one batch at a time, so an interrupted collection
+still covers every task evenly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from tqdm import tqdm
+
+from tlp._tvm import ms, tvm
+from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.dataset.sampler import (
+    CandidateSampler,
+    EmptyDesignSpaceError,
+    args_info_json,
+    program_hash,
+    trace_json,
+)
+from tlp.dataset.store import Dataset, MeasuredProgram, PlatformStore
+from tlp.platform import Platform
+from tlp.workloads.task import Task, flop_count
+
+log = logging.getLogger("tlp.collect")
+
+# A re-measured record is worth keeping apart from the original only if the machine was busy the first time.
+DEFAULT_LOAD_THRESHOLD = 0.10
+
+
+@dataclass
+class CollectPlan:
+    """How many programs to measure per task and how to draw them."""
+
+    trials_per_task: int = 128
+    random_fraction: float = 0.5
+    batch_size: int = 32
+    seed: int = 0
+    seal_every_s: float = 600.0
+    max_batches: int | None = None  # stop after this many batches (tests, benchmarks)
+
+
+@dataclass
+class CollectSummary:
+    measured: int = 0
+    valid: int = 0
+    failed: int = 0
+    skipped_tasks: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    repairs: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def unique_tasks(tasks: Iterable[Task]) -> list[Task]:
+    """One task per workload key (the same conv appears in several networks), first occurrence first."""
+    unique: dict[str, Task] = {}
+    for task in tasks:
+        unique.setdefault(task.key, task)
+    return list(unique.values())
+
+
+def interleave_by_network(tasks: list[Task]) -> list[Task]:
+    """Order tasks so that every network gets its turn early: its heaviest task first, then the next of each…
+
+    A collection stopped after N batches then covers all networks (and their most expensive kernels) rather than
+    the first few networks completely.
+    """
+    by_network: dict[str, list[Task]] = defaultdict(list)
+    for task in tasks:
+        by_network[task.network].append(task)
+    for group in by_network.values():
+        group.sort(key=lambda t: -t.weight * max(flop_count(t.mod), 1.0))
+    ordered: list[Task] = []
+    for rank in range(max((len(g) for g in by_network.values()), default=0)):
+        ordered.extend(group[rank] for group in by_network.values() if rank < len(group))
+    return ordered
+
+
+def register(dataset: Dataset, tasks: list[Task]) -> None:
+    """Record every (task, network, weight) occurrence in the dataset's catalogue."""
+    flops: dict[str, float] = {}
+    entries = []
+    for task in tasks:
+        if task.key not in flops:
+            flops[task.key] = flop_count(task.mod)
+        entries.append((task.key, task.name, task.network, task.weight, flops[task.key]))
+    dataset.register_tasks(entries)
+
+
+class _StoreState:
+    """What is already measured, per task: the resume point."""
+
+    def __init__(self, store: PlatformStore) -> None:
+        self.ids: set[str] = set()
+        self.program_hashes: dict[str, set[str]] = defaultdict(set)
+        self.programs: dict[str, list[MeasuredProgram]] = defaultdict(list)
+        for program in store.latest_programs().values():
+            self.add(program)
+
+    def add(self, program: MeasuredProgram) -> None:
+        self.ids.add(program.id)
+        self.programs[program.workload_key].append(program)
+        if program.meta.get("program_hash"):
+            self.program_hashes[program.workload_key].add(program.meta["program_hash"])
+
+    def count(self, key: str) -> int:
+        return len(self.programs[key])
+
+
+def collect(
+    dataset: Dataset,
+    tasks: list[Task],
+    platform: Platform,
+    plan: CollectPlan | None = None,
+    measure_config: MeasureConfig | None = None,
+    progress: bool = True,
+    on_batch: Callable[[CollectSummary], None] | None = None,
+) -> CollectSummary:
+    """Measure up to ``plan.trials_per_task`` programs of every task on ``platform``; resumes where it stopped."""
+    plan = plan or CollectPlan()
+    summary = CollectSummary()
+    started = time.monotonic()
+    register(dataset, tasks)
+    store = dataset.store_for(platform)
+    summary.repairs = store.lock()  # also repairs what a kill left behind
+    try:
+        state = _StoreState(store)
+        todo = [t for t in unique_tasks(interleave_by_network(tasks)) if state.count(t.key) < plan.trials_per_task]
+        remaining = sum(plan.trials_per_task - state.count(t.key) for t in todo)
+        for task in todo:
+            store.add_workload(task.workload_json)
+        measurer = Measurer(platform.target, measure_config)
+        samplers: dict[str, CandidateSampler] = {}
+        exhausted: set[str] = set()
+        last_seal = time.monotonic()
+        batches = 0
+        bar = tqdm(total=remaining, disable=not progress, unit="prog", desc=f"collect {platform.id}", smoothing=0.05)
+        try:
+            while todo:
+                for task in list(todo):
+                    missing = plan.trials_per_task - state.count(task.key)
+                    if missing <= 0 or task.key in exhausted:
+                        todo.remove(task)
+                        continue
+                    try:
+                        sampler = samplers.get(task.key) or samplers.setdefault(
+                            task.key, CandidateSampler(task, platform.target, num_threads=1)
+                        )
+                    except Exception as error:  # pylint: disable=broad-except  # TVM raises many kinds; one bad task must not stop hours of collection
+                        summary.skipped_tasks[task.name] = str(error).splitlines()[-1]
+                        log.warning("skipping task %s: %s", task.name, summary.skipped_tasks[task.name])
+                        todo.remove(task)
+                        bar.total -= missing
+                        continue
+                    programs = _measure_batch(task, sampler, state, measurer, plan, min(missing, plan.batch_size))
+                    if not programs:
+                        exhausted.add(task.key)  # the design space has no new program left to draw
+                        bar.total -= missing
+                        continue
+                    store.append(programs)
+                    for program in programs:
+                        state.add(program)
+                    summary.measured += len(programs)
+                    summary.valid += sum(p.latency is not None for p in programs)
+                    summary.failed += sum(p.latency is None for p in programs)
+                    bar.update(len(programs))
+                    bar.set_postfix(valid=summary.valid, failed=summary.failed, load=f"{programs[0].meta['foreign_load']:.2f}")
+                    batches += 1
+                    if on_batch:
+                        on_batch(summary)
+                    if time.monotonic() - last_seal > plan.seal_every_s:
+                        store.seal()
+                        last_seal = time.monotonic()
+                    if plan.max_batches is not None and batches >= plan.max_batches:
+                        todo = []
+                        break
+        finally:
+            bar.close()
+            store.seal()
+    finally:
+        store.unlock()
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _measure_batch(
+    task: Task,
+    sampler: CandidateSampler,
+    state: _StoreState,
+    measurer: Measurer,
+    plan: CollectPlan,
+    count: int,
+) -> list[MeasuredProgram]:
+    """Draw ``count`` new candidates for ``task`` (random first, then evolved) and measure them."""
+    done = state.count(task.key)
+    random_quota = int(round(plan.trials_per_task * plan.random_fraction))
+    source = "random" if done < random_quota or not any(p.latency for p in state.programs[task.key]) else "evolved"
+    seed = (plan.seed * 1_000_003 + done * 7919 + int(task.key) % 1_000_000_007) % (2**31 - 1)
+    fresh: list[tuple[Any, Any, str]] = []
+    seen_hashes = state.program_hashes[task.key]
+    for attempt in range(3):  # small spaces repeat themselves: retry a few times, then call the space exhausted
+        if source == "random":
+            candidates = sampler.random(count * 2 if attempt else count, seed + attempt)
+        else:
+            candidates = sampler.evolved(count, state.programs[task.key], seed + attempt)
+        for candidate in candidates:
+            trace = trace_json(candidate)
+            phash = program_hash(candidate)
+            program_id = MeasuredProgram(task.key, trace, None, None).id
+            if phash in seen_hashes or program_id in state.ids or any(phash == f[2] for f in fresh):
+                continue
+            fresh.append((candidate, trace, phash))
+            if len(fresh) >= count:
+                break
+        if len(fresh) >= count:
+            break
+    if not fresh:
+        return []
+    results, stats = measurer.measure([c.sch.mod for c, _, _ in fresh], [c.args_info for c, _, _ in fresh])
+    stamp = _now()
+    programs = []
+    for (candidate, trace, phash), result in zip(fresh, results):
+        meta = {
+            "source": source,
+            "program_hash": phash,
+            "time": stamp,
+            "foreign_load": round(stats.foreign_load, 4),
+            "batch_build_s": round(stats.build_s, 3),
+            "batch_run_s": round(stats.run_s, 3),
+            "batch_size": len(fresh),
+        }
+        error = None if result.error is None else result.error[-2000:]
+        programs.append(MeasuredProgram(task.key, trace, args_info_json(candidate), result.run_secs, error, meta))
+    return programs
+
+
+def remeasure(
+    dataset: Dataset,
+    source: PlatformStore,
+    platform: Platform,
+    measure_config: MeasureConfig | None = None,
+    only_loaded_above: float | None = None,
+    batch_size: int = 32,
+    progress: bool = True,
+    max_batches: int | None = None,
+) -> CollectSummary:
+    """Measure the stored programs of ``source`` again on ``platform`` (same traces).
+
+    Two uses: ``platform`` is another machine/target (TenSet-style cross-hardware data, the basis of MTL-TLP), or
+    the same platform with ``only_loaded_above`` set, to replace timings taken while the machine was busy.
+    Resumable like :func:`collect`: a program already measured on ``platform`` after the load cut-off is skipped.
+    """
+    summary = CollectSummary()
+    started = time.monotonic()
+    same_platform = source.platform.id == platform.id
+    target_store = source if same_platform else dataset.store_for(platform)
+    with target_store:
+        done = target_store.latest_programs()
+        todo = []
+        for program in source.latest_programs().values():
+            existing = done.get(program.id)
+            if same_platform:
+                load = (existing.meta.get("foreign_load") if existing else None) or 0.0
+                if only_loaded_above is None or load <= only_loaded_above or existing.latency is None:
+                    continue
+            elif existing is not None:
+                continue
+            todo.append(program)
+        workloads = {key: None for key in {p.workload_key for p in todo}}
+        for key in workloads:
+            workload_json = source.workload_json(key)
+            target_store.add_workload(workload_json)
+            workloads[key] = ms.database.Workload.from_json(workload_json)
+        measurer = Measurer(platform.target, measure_config)
+        target_json = tvm.target.Target(platform.target).export()
+        bar = tqdm(total=len(todo), disable=not progress, unit="prog", desc=f"remeasure -> {platform.id}")
+        try:
+            for batch_number, start in enumerate(range(0, len(todo), batch_size)):
+                if max_batches is not None and batch_number >= max_batches:
+                    break
+                batch = todo[start : start + batch_size]
+                candidates = []
+                for program in batch:
+                    record = ms.database.TuningRecord.from_json(
+                        [program.trace_json, None, target_json, program.args_info], workloads[program.workload_key]
+                    )
+                    candidates.append(record.as_measure_candidate())
+                results, stats = measurer.measure([c.sch.mod for c in candidates], [c.args_info for c in candidates])
+                stamp = _now()
+                programs = []
+                for program, candidate, result in zip(batch, candidates, results):
+                    meta = {
+                        "source": "remeasure" if same_platform else f"transfer:{source.platform.id}",
+                        "program_hash": program.meta.get("program_hash") or program_hash(candidate),
+                        "time": stamp,
+                        "foreign_load": round(stats.foreign_load, 4),
+                        "batch_build_s": round(stats.build_s, 3),
+                        "batch_run_s": round(stats.run_s, 3),
+                        "batch_size": len(batch),
+                    }
+                    error = None if result.error is None else result.error[-2000:]
+                    programs.append(
+                        MeasuredProgram(program.workload_key, program.trace_json, program.args_info, result.run_secs,
+                                        error, meta)
+                    )
+                target_store.append(programs)
+                summary.measured += len(programs)
+                summary.valid += sum(p.latency is not None for p in programs)
+                summary.failed += sum(p.latency is None for p in programs)
+                bar.update(len(programs))
+        finally:
+            bar.close()
+            target_store.seal()
+    summary.seconds = time.monotonic() - started
+    return summary

@@ -1,0 +1,120 @@
+"""``tlp dataset import``: a user's MetaSchedule tuning logs become a TLP dataset.
+
+A MetaSchedule work directory (``tune_tir``/``tune_relax``/``tune_tasks``) holds ``database_workload.json`` and
+``database_tuning_record.json``. Their records are exactly what ``tlp collect`` stores, minus the error text and
+load of failed/busy runs, which MetaSchedule does not keep. Importing is idempotent: records already in the
+dataset are skipped, so re-importing a growing work directory adds only the new ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tlp._tvm import ms
+from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, ReadReport
+from tlp.platform import Platform
+from tlp.workloads.task import flop_count
+
+
+@dataclass
+class ImportSummary:
+    platform: str = ""
+    workloads: int = 0
+    imported: int = 0
+    already_present: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    examples: list[str] = field(default_factory=list)
+
+
+def import_work_dir(
+    dataset: Dataset,
+    work_dir: Path,
+    network: str | None = None,
+    hardware: dict[str, Any] | None = None,
+) -> ImportSummary:
+    """Import a MetaSchedule work directory into ``dataset``.
+
+    The platform's target is read from the records; the hardware is what the caller says it is (``hardware``),
+    because a log file does not say which machine measured it.
+    """
+    work_dir = Path(work_dir)
+    workload_file = work_dir / "database_workload.json"
+    record_file = work_dir / "database_tuning_record.json"
+    for path in (workload_file, record_file):
+        if not path.exists():
+            raise DatasetError(f"{path}: missing; {work_dir} is not a MetaSchedule work directory")
+    report = ReadReport()
+    workloads: list[list[Any] | None] = []
+    for number, line in enumerate(workload_file.read_text(errors="replace").splitlines(), start=1):
+        try:
+            entry = json.loads(line)
+            ms.database.Workload.from_json(entry)  # validates the encoded IRModule
+            workloads.append(entry)
+        except Exception:  # pylint: disable=broad-except
+            workloads.append(None)  # keep indices aligned with the records that point at later workloads
+            report.skip(f"{workload_file}:{number}", "corrupt workload line")
+    parsed: list[tuple[list[Any], MeasuredProgram, dict[str, Any]]] = []
+    for number, line in enumerate(record_file.read_text(errors="replace").splitlines(), start=1):
+        location = f"{record_file}:{number}"
+        if not line.strip():
+            continue
+        try:
+            index, (trace_json, run_secs, target, args_info) = json.loads(line)
+            workload = workloads[index]
+        except (json.JSONDecodeError, ValueError, TypeError, IndexError):
+            report.skip(location, "corrupt tuning record line")
+            continue
+        if workload is None:
+            report.skip(location, "record of a corrupt workload")
+            continue
+        program = MeasuredProgram(str(workload[0]), trace_json, args_info, run_secs, meta={"source": "import"})
+        if run_secs is not None and program.latency is None:
+            report.skip(location, "invalid latency (NaN, inf, non-positive or failure marker) stored as failure")
+        if program.latency is None:
+            program.run_secs = None
+            program.error = "failed in the imported MetaSchedule run (its database keeps no error text)"
+        parsed.append((workload, program, target))
+    if not parsed:
+        raise DatasetError(f"{record_file}: no usable tuning record")
+    targets = {json.dumps(t, sort_keys=True) for _, _, t in parsed}
+    if len(targets) > 1:
+        raise DatasetError(f"{record_file}: records of {len(targets)} different targets; import them separately")
+    platform = Platform(target=_normalize_target(parsed[0][2]), hardware=hardware or {"description": "unknown"})
+    store = dataset.store_for(platform)
+    summary = ImportSummary(platform=platform.id)
+    network = network or work_dir.resolve().name
+    with store:
+        present = set(store.latest_programs())
+        catalogue_entries, added_workloads = [], set()
+        new_programs = []
+        for workload, program, _ in parsed:
+            if program.id in present:
+                summary.already_present += 1
+                continue
+            key = str(workload[0])
+            if key not in added_workloads:
+                store.add_workload(workload)
+                added_workloads.add(key)
+                mod = ms.database.Workload.from_json(workload).mod
+                names = [gv.name_hint for gv in mod.get_global_vars()]
+                name = names[0] if names and names[0] != "main" else f"imported_{key[:8]}"
+                catalogue_entries.append((key, name, network, 1, flop_count(mod)))
+            present.add(program.id)
+            new_programs.append(program)
+        store.append(new_programs)
+        store.seal()
+        summary.workloads = len(added_workloads)
+        summary.imported = len(new_programs)
+    dataset.register_tasks(catalogue_entries)
+    summary.skipped = dict(report.skipped)
+    summary.examples = report.examples
+    return summary
+
+
+def _normalize_target(target: Any) -> dict[str, Any]:
+    from tlp.platform import parse_target  # pylint: disable=import-outside-toplevel
+
+    return parse_target(target if isinstance(target, dict) else json.loads(json.dumps(target)))

@@ -1,0 +1,104 @@
+"""``tlp dataset info``: what a dataset holds, per platform, and how noisy its timings are."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD
+from tlp.dataset.store import Dataset, ReadReport
+
+
+def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOLD) -> dict[str, Any]:
+    """Counts over unique programs (the preferred measurement of each), per platform and in total."""
+    catalogue = dataset.catalogue()
+    platforms: dict[str, Any] = {}
+    all_tasks: set[str] = set()
+    totals = {"records": 0, "valid_records": 0, "failed_records": 0, "measurements": 0, "loaded_records": 0}
+    all_cvs: list[float] = []
+    for platform_id in dataset.platform_ids():
+        store = dataset.store(platform_id)
+        report = ReadReport()
+        programs = store.latest_programs(report)
+        measurements = sum(1 for _ in store.records.lines())
+        valid = [p for p in programs.values() if p.latency is not None]
+        cvs = [cv for cv in (p.noise_cv for p in valid) if cv is not None]
+        loaded = sum((p.meta.get("foreign_load") or 0.0) > load_threshold for p in valid)
+        tasks = {p.workload_key for p in programs.values()}
+        all_tasks |= tasks
+        all_cvs.extend(cvs)
+        per_task = [sum(1 for p in valid if p.workload_key == key) for key in tasks]
+        platforms[platform_id] = {
+            "target": store.platform.target,
+            "hardware": store.platform.hardware,
+            "tasks": len(tasks),
+            "records": len(programs),
+            "valid_records": len(valid),
+            "failed_records": len(programs) - len(valid),
+            "measurements": measurements,
+            "loaded_records": loaded,
+            "noise_cv_median": statistics.median(cvs) if cvs else None,
+            "noise_cv_p90": _quantile(cvs, 0.9),
+            "valid_per_task_min": min(per_task) if per_task else 0,
+            "valid_per_task_median": statistics.median(per_task) if per_task else 0,
+            "skipped_lines": dict(report.skipped),
+            "skipped_examples": report.examples,
+        }
+        totals["records"] += len(programs)
+        totals["valid_records"] += len(valid)
+        totals["failed_records"] += len(programs) - len(valid)
+        totals["measurements"] += measurements
+        totals["loaded_records"] += loaded
+    networks = sorted(
+        {n for key in all_tasks for n in catalogue.get(key, {}).get("networks", {}) if not n.startswith("op:")}
+    )
+    operator_tasks = sum(
+        1 for key in all_tasks if any(n.startswith("op:") for n in catalogue.get(key, {}).get("networks", {}))
+    )
+    return {
+        "path": str(dataset.path),
+        "platforms": list(platforms),
+        "tasks": len(all_tasks),
+        "networks": networks,
+        "operator_tasks": operator_tasks,
+        **totals,
+        "noise_cv_median": statistics.median(all_cvs) if all_cvs else None,
+        "load_threshold": load_threshold,
+        "per_platform": platforms,
+    }
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """A readable summary of :func:`dataset_info`."""
+    lines = [
+        f"dataset {info['path']}",
+        f"  tasks {info['tasks']} ({info['operator_tasks']} operator tasks), networks {len(info['networks'])}: "
+        + ", ".join(info["networks"]),
+        f"  records {info['records']}: {info['valid_records']} valid, {info['failed_records']} failed "
+        f"({info['measurements']} measurements incl. re-measurements)",
+        f"  noise: median coefficient of variation of repeats {_fmt(info['noise_cv_median'])}; "
+        f"{info['loaded_records']} valid records measured under foreign load > {info['load_threshold']:.0%}",
+    ]
+    for platform_id, p in info["per_platform"].items():
+        lines.append(f"  platform {platform_id}: {p['hardware'].get('cpu_model', p['hardware'])}")
+        lines.append(
+            f"    tasks {p['tasks']}, records {p['records']} ({p['valid_records']} valid, {p['failed_records']} failed), "
+            f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']}, "
+            f"noise cv median {_fmt(p['noise_cv_median'])} p90 {_fmt(p['noise_cv_p90'])}, loaded {p['loaded_records']}"
+        )
+        for reason, count in p["skipped_lines"].items():
+            lines.append(f"    skipped {count}: {reason}")
+        for example in p["skipped_examples"][:3]:
+            lines.append(f"      e.g. {example}")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"

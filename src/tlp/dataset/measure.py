@@ -1,0 +1,202 @@
+"""Build and run scheduled programs with MetaSchedule's builder and runner, locally or through an RPC tracker.
+
+Builds run in parallel on all cores; runs happen afterwards, alone, so compilation never perturbs a timing. While
+programs run we also measure how busy the machine is with *other* processes (``foreign_load``), because on a shared
+2-core machine a timing taken next to a test run or a training job is wrong, and such records must be re-measured.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tlp._tvm import build_for_measurement, ms, tvm
+
+
+class MeasureError(RuntimeError):
+    """The measurement infrastructure itself (not one program) is unusable."""
+
+
+@dataclass(frozen=True)
+class RPCSettings:
+    """Where to send runs: a TVM RPC tracker and the key its devices registered with."""
+
+    tracker_host: str
+    tracker_port: int
+    key: str
+    session_timeout_s: int = 60
+
+    @staticmethod
+    def parse(tracker: str, key: str) -> "RPCSettings":
+        host, _, port = tracker.rpartition(":")
+        if not host or not port.isdigit():
+            raise MeasureError(f"RPC tracker {tracker!r} must be HOST:PORT")
+        return RPCSettings(host, int(port), key)
+
+
+@dataclass
+class MeasureConfig:
+    """How each program is timed. ``repeat`` timings are kept per record so their spread (noise) is known."""
+
+    repeat: int = 3
+    number: int = 1
+    min_repeat_ms: int = 20
+    cache_flush: bool = True
+    build_timeout_s: float = 30.0
+    run_timeout_s: float = 30.0
+    build_workers: int | None = None
+    rpc: RPCSettings | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "rpc"}
+        data["rpc"] = None if self.rpc is None else self.rpc.__dict__
+        return data
+
+
+@dataclass
+class MeasureResult:
+    run_secs: list[float] | None
+    error: str | None
+
+
+@dataclass
+class BatchStats:
+    build_s: float = 0.0
+    run_s: float = 0.0
+    foreign_load: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LoadMonitor:
+    """CPU use of processes outside our own process tree, as a fraction of the machine, over a time window.
+
+    Foreign load = system busy time - our tree's busy time. Our tree's time is counted per process *within the
+    window* (processes that were alive at the start and are gone at the end, such as builder workers being shut
+    down, contribute nothing rather than a negative amount), plus children reaped during the window.
+    """
+
+    def __enter__(self) -> "LoadMonitor":
+        self._start_wall = time.monotonic()
+        self._start_busy = _busy_seconds()
+        self._start_own = _own_tree_times()
+        self._start_reaped = _reaped_children_seconds()
+        self.load = 0.0
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        wall = max(time.monotonic() - self._start_wall, 1e-6)
+        busy = _busy_seconds() - self._start_busy
+        own = sum(t - self._start_own.get(pid, 0.0) for pid, t in _own_tree_times().items())
+        own += _reaped_children_seconds() - self._start_reaped
+        cores = psutil.cpu_count(logical=True) or 1
+        self.load = min(1.0, max(0.0, (busy - own) / (wall * cores)))
+
+
+def _busy_seconds() -> float:
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def _own_tree_times() -> dict[int, float]:
+    times = {}
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            cpu = process.cpu_times()
+            # children_*: processes our workers started and reaped (the runner links each artifact with `cc`).
+            times[process.pid] = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+        except psutil.Error:
+            pass
+    return times
+
+
+def _reaped_children_seconds() -> float:
+    import resource  # pylint: disable=import-outside-toplevel
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def check_tracker(rpc: RPCSettings) -> None:
+    """Fail fast, and clearly, when the tracker is down or has no device under the key."""
+    try:
+        with socket.create_connection((rpc.tracker_host, rpc.tracker_port), timeout=5):
+            pass
+    except OSError as error:
+        raise MeasureError(
+            f"RPC tracker {rpc.tracker_host}:{rpc.tracker_port} is not reachable ({error}); "
+            "start it with `python -m tvm.exec.rpc_tracker` or fix --rpc-tracker"
+        ) from None
+    summary = tvm.rpc.connect_tracker(rpc.tracker_host, rpc.tracker_port).summary()
+    servers = [s for s in summary.get("server_info", []) if str(s.get("key", "")).split(":")[-1] == rpc.key]
+    if not servers:
+        keys = sorted({str(s.get("key", "")).split(":")[-1] for s in summary.get("server_info", [])})
+        raise MeasureError(f"RPC tracker has no device with key {rpc.key!r} (keys registered: {keys or 'none'})")
+
+
+class Measurer:
+    """Builds scheduled IRModules for a target and times them; one instance per collection run."""
+
+    def __init__(self, target: dict[str, Any], config: MeasureConfig | None = None) -> None:
+        self.config = config or MeasureConfig()
+        self.target = tvm.target.Target(target)
+        self.device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
+        evaluator = ms.runner.EvaluatorConfig(
+            number=self.config.number,
+            repeat=self.config.repeat,
+            min_repeat_ms=self.config.min_repeat_ms,
+            enable_cpu_cache_flush=self.config.cache_flush,
+        )
+        workers = self.config.build_workers or psutil.cpu_count(logical=True) or 1
+        self.builder = ms.builder.LocalBuilder(
+            max_workers=workers, timeout_sec=self.config.build_timeout_s, f_build=build_for_measurement
+        )
+        if self.config.rpc is not None:
+            check_tracker(self.config.rpc)
+            rpc_config = ms.runner.RPCConfig(
+                tracker_host=self.config.rpc.tracker_host,
+                tracker_port=self.config.rpc.tracker_port,
+                tracker_key=self.config.rpc.key,
+                session_timeout_sec=self.config.rpc.session_timeout_s,
+            )
+            self.runner: Any = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator, max_workers=1)
+        else:
+            self.runner = ms.runner.LocalRunner(timeout_sec=self.config.run_timeout_s, evaluator_config=evaluator)
+
+    def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
+        """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""
+        stats = BatchStats()
+        started = time.monotonic()
+        built = self.builder.build([ms.builder.BuilderInput(mod, self.target) for mod in mods])
+        stats.build_s = time.monotonic() - started
+        results: list[MeasureResult] = [MeasureResult(None, r.error_msg) for r in built]
+        to_run = [i for i, r in enumerate(built) if r.error_msg is None]
+        started = time.monotonic()
+        with LoadMonitor() as monitor:
+            futures = self.runner.run(
+                [ms.runner.RunnerInput(built[i].artifact_path, self.device_type, args_infos[i]) for i in to_run]
+            )
+            for i, future in zip(to_run, futures):
+                outcome = future.result()
+                if outcome.error_msg is not None:
+                    results[i] = MeasureResult(None, outcome.error_msg)
+                else:
+                    results[i] = MeasureResult([float(x) for x in outcome.run_secs], None)
+        stats.run_s = time.monotonic() - started
+        stats.foreign_load = monitor.load
+        _remove_artifacts(built)
+        return results, stats
+
+
+def _remove_artifacts(built: list[Any]) -> None:
+    """MetaSchedule's builder leaves one temp folder per program; thousands of them fill /tmp over hours."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+
+    for result in built:
+        if result.artifact_path:
+            shutil.rmtree(os.path.dirname(result.artifact_path), ignore_errors=True)

@@ -1,0 +1,358 @@
+"""A measured dataset on disk: one MetaSchedule database per platform, plus what MetaSchedule does not keep.
+
+Layout of a dataset folder::
+
+    DATASET/
+      tasks.json                         task catalogue: workload key -> name, networks and weights, FLOPs
+      <platform id>/
+        platform.json                    target + hardware fingerprint
+        database_workload.json[.NNNN.xz]       MetaSchedule JSONDatabase workload table
+        database_tuning_record.json[.NNNN.xz]  MetaSchedule JSONDatabase record table (failures: run_secs null)
+        measurements.jsonl[.NNNN.xz]           per record: error text, load during the run, source, program hash
+
+The two database tables are exactly MetaSchedule's ``JSONDatabase`` files, split into sealed xz segments and a
+plain tail (see :mod:`tlp.dataset.table`); :meth:`PlatformStore.export_database` writes them as plain files that
+``ms.database.JSONDatabase(work_dir=...)`` opens.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from tlp.dataset.table import Table
+from tlp.platform import Platform
+
+# MetaSchedule marks some failed runs with a huge latency instead of null; treat those as failures too.
+FAILED_LATENCY_S = 1e9
+
+
+class DatasetError(RuntimeError):
+    """The dataset on disk cannot be used as asked; the message names the file and what is wrong."""
+
+
+def trace_id(workload_key: str, trace_json: Any) -> str:
+    """Identity of a measured program: its workload and its trace (instructions + decisions)."""
+    text = json.dumps([workload_key, trace_json], separators=(",", ":"), sort_keys=False)
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+@dataclass
+class MeasuredProgram:
+    """One candidate that went through build and run: a latency list (repeats, seconds) or an error."""
+
+    workload_key: str
+    trace_json: Any
+    args_info: Any
+    run_secs: list[float] | None
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return trace_id(self.workload_key, self.trace_json)
+
+    @property
+    def latency(self) -> float | None:
+        """Mean of the repeats, as MetaSchedule ranks records; None for failures."""
+        if not self.run_secs:
+            return None
+        mean = sum(self.run_secs) / len(self.run_secs)
+        if not mean > 0 or mean >= FAILED_LATENCY_S or mean != mean:
+            return None
+        return mean
+
+    @property
+    def noise_cv(self) -> float | None:
+        """Coefficient of variation of the repeats (std / mean)."""
+        if self.latency is None or len(self.run_secs or []) < 2:
+            return None
+        mean = self.latency
+        var = sum((x - mean) ** 2 for x in self.run_secs) / (len(self.run_secs) - 1)  # type: ignore[union-attr]
+        return var**0.5 / mean
+
+
+@dataclass
+class ReadReport:
+    """What reading a store skipped, with the first few locations, so bad input is counted, never silent."""
+
+    skipped: Counter = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    def skip(self, location: str, reason: str) -> None:
+        self.skipped[reason] += 1
+        if len(self.examples) < 10:
+            self.examples.append(f"{location}: {reason}")
+
+
+class PlatformStore:
+    """The measurements of one platform. Writers take an exclusive lock; readers never block."""
+
+    WORKLOADS = "database_workload.json"
+    RECORDS = "database_tuning_record.json"
+    MEASUREMENTS = "measurements.jsonl"
+
+    def __init__(self, path: Path, platform: Platform) -> None:
+        self.path = Path(path)
+        self.platform = platform
+        self.workloads = Table(self.path / self.WORKLOADS)
+        self.records = Table(self.path / self.RECORDS)
+        self.measurements = Table(self.path / self.MEASUREMENTS)
+        self._lock_handle: Any = None
+        self._workload_index: dict[str, int] | None = None
+
+    # ---- opening -------------------------------------------------------------------------------------------
+    @staticmethod
+    def open(path: Path) -> "PlatformStore":
+        meta = Path(path) / "platform.json"
+        try:
+            platform = Platform.from_json(json.loads(meta.read_text()))
+        except FileNotFoundError:
+            raise DatasetError(f"{meta}: missing; {path} is not a TLP platform folder") from None
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise DatasetError(f"{meta}: unreadable platform description ({error})") from None
+        return PlatformStore(Path(path), platform)
+
+    @staticmethod
+    def create(path: Path, platform: Platform) -> "PlatformStore":
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        meta = path / "platform.json"
+        if not meta.exists():
+            _write_json_atomic(meta, platform.to_json())
+        return PlatformStore(path, platform)
+
+    def lock(self) -> list[str]:
+        """Take the writer lock (one collector per platform at a time) and repair what a crash left behind."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path / ".lock", "a+")  # pylint: disable=consider-using-with
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise DatasetError(f"{self.path} is being written by {owner}; wait for it or stop it first") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        self._lock_handle = handle
+        actions: list[str] = []
+        for table in (self.workloads, self.records, self.measurements):
+            actions.extend(table.repair())
+        return actions
+
+    def unlock(self) -> None:
+        if self._lock_handle is not None:
+            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    def __enter__(self) -> "PlatformStore":
+        self.lock()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unlock()
+
+    # ---- workloads -----------------------------------------------------------------------------------------
+    def workload_keys(self) -> list[str]:
+        """Workload keys in table order: a record's workload index points into this list."""
+        keys = []
+        for location, line in self.workloads.lines():
+            try:
+                keys.append(str(json.loads(line)[0]))
+            except (json.JSONDecodeError, IndexError, TypeError):
+                # Record indices count lines, so an unreadable workload line must stop us, not shift every index.
+                raise DatasetError(f"{location}: corrupt workload line; record indices after it would be wrong")
+        return keys
+
+    def workload_index(self) -> dict[str, int]:
+        if self._workload_index is None:
+            self._workload_index = {key: i for i, key in enumerate(self.workload_keys())}
+        return self._workload_index
+
+    def workload_json(self, key: str) -> list[Any]:
+        for _, line in self.workloads.lines():
+            entry = json.loads(line)
+            if str(entry[0]) == key:
+                return entry
+        raise DatasetError(f"{self.workloads.tail}: no workload {key}")
+
+    def add_workload(self, workload_json: list[Any]) -> int:
+        """Add a task's workload (MetaSchedule JSON) if new; return its index."""
+        index = self.workload_index()
+        key = str(workload_json[0])
+        if key not in index:
+            self.workloads.append([json.dumps(workload_json, separators=(",", ":"))])
+            index[key] = len(index)
+        return index[key]
+
+    # ---- records -------------------------------------------------------------------------------------------
+    def append(self, programs: list[MeasuredProgram]) -> None:
+        """Store measured programs: the database lines first, then their metadata (both durably)."""
+        index = self.workload_index()
+        target = self.platform.target
+        db_lines, meta_lines = [], []
+        for program in programs:
+            if program.workload_key not in index:
+                raise DatasetError(f"{self.path}: workload {program.workload_key} was not added before its records")
+            run_secs = program.run_secs if program.latency is not None else None
+            record = [index[program.workload_key], [program.trace_json, run_secs, target, program.args_info]]
+            db_lines.append(json.dumps(record, separators=(",", ":")))
+            meta = {"id": program.id, "workload": program.workload_key, "error": program.error, **program.meta}
+            meta_lines.append(json.dumps(meta, separators=(",", ":")))
+        self.records.append(db_lines)
+        self.measurements.append(meta_lines)
+
+    def read_meta(self, report: ReadReport | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Metadata per program id (several entries when a program was re-measured), in measurement order."""
+        metas: dict[str, list[dict[str, Any]]] = {}
+        for location, line in self.measurements.lines():
+            try:
+                meta = json.loads(line)
+                metas.setdefault(meta["id"], []).append(meta)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                if report is not None:
+                    report.skip(location, "corrupt measurement metadata line")
+        return metas
+
+    def iter_programs(self, report: ReadReport | None = None) -> Iterator[MeasuredProgram]:
+        """Every stored measurement in order (re-measurements included), with its metadata joined in."""
+        report = report or ReadReport()
+        keys = self.workload_keys()
+        metas = self.read_meta(report)
+        seen: Counter = Counter()
+        for location, line in self.records.lines():
+            try:
+                workload_index, (trace_json, run_secs, _target, args_info) = json.loads(line)
+                key = keys[workload_index]
+            except (json.JSONDecodeError, ValueError, TypeError, IndexError):
+                report.skip(location, "corrupt tuning record line")
+                continue
+            if run_secs is not None and not (
+                isinstance(run_secs, list) and run_secs and all(isinstance(x, (int, float)) for x in run_secs)
+            ):
+                report.skip(location, "run_secs is not a list of numbers")
+                continue
+            program = MeasuredProgram(key, trace_json, args_info, run_secs)
+            entries = metas.get(program.id, [])
+            occurrence = seen[program.id]
+            seen[program.id] += 1
+            if occurrence < len(entries):
+                meta = dict(entries[occurrence])
+                program.error = meta.pop("error", None)
+                meta.pop("id", None)
+                meta.pop("workload", None)
+                program.meta = meta
+            if run_secs is not None and program.latency is None:
+                report.skip(location, "latency is NaN, infinite, non-positive or a failure marker")
+                program.run_secs = None
+                program.error = program.error or f"invalid run_secs {run_secs}"
+            yield program
+
+    def latest_programs(self, report: ReadReport | None = None) -> dict[str, MeasuredProgram]:
+        """One measurement per program: the last one, unless an earlier one was taken on a quieter machine."""
+        best: dict[str, MeasuredProgram] = {}
+        for program in self.iter_programs(report):
+            current = best.get(program.id)
+            if current is None or _preferred(program, current):
+                best[program.id] = program
+        return best
+
+    # ---- export / seal -------------------------------------------------------------------------------------
+    def seal(self) -> list[Path]:
+        """Compress the plain tails into new segments (what gets committed)."""
+        return [s for s in (t.seal() for t in (self.workloads, self.records, self.measurements)) if s]
+
+    def export_database(self, work_dir: Path) -> tuple[Path, Path]:
+        """Write plain MetaSchedule JSONDatabase files (openable by ``ms.database.JSONDatabase``)."""
+        work_dir = Path(work_dir)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        workloads, records = work_dir / self.WORKLOADS, work_dir / self.RECORDS
+        self.workloads.write_plain(workloads)
+        self.records.write_plain(records)
+        return workloads, records
+
+
+def _preferred(candidate: MeasuredProgram, current: MeasuredProgram) -> bool:
+    """Prefer a valid measurement, then one taken with less foreign load, then the newer one."""
+    if (candidate.latency is None) != (current.latency is None):
+        return candidate.latency is not None
+    load_new = candidate.meta.get("foreign_load") or 0.0
+    load_old = current.meta.get("foreign_load") or 0.0
+    return load_new <= load_old + 0.05
+
+
+class Dataset:
+    """A dataset folder: a task catalogue and one :class:`PlatformStore` per platform."""
+
+    CATALOGUE = "tasks.json"
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def platform_ids(self) -> list[str]:
+        if not self.path.exists():
+            return []
+        return sorted(p.name for p in self.path.iterdir() if (p / "platform.json").exists())
+
+    def store(self, platform_id: str) -> PlatformStore:
+        if platform_id not in self.platform_ids():
+            known = ", ".join(self.platform_ids()) or "none"
+            raise DatasetError(f"{self.path}: no platform {platform_id!r} (platforms here: {known})")
+        return PlatformStore.open(self.path / platform_id)
+
+    def store_for(self, platform: Platform) -> PlatformStore:
+        """The store of ``platform``, created if new. Refuses a folder whose platform.json says otherwise."""
+        path = self.path / platform.id
+        if (path / "platform.json").exists():
+            existing = PlatformStore.open(path)
+            if existing.platform.id != platform.id:
+                raise DatasetError(f"{path}/platform.json describes platform {existing.platform.id}, not {platform.id}")
+            return existing
+        return PlatformStore.create(path, platform)
+
+    # ---- task catalogue ------------------------------------------------------------------------------------
+    def catalogue(self) -> dict[str, dict[str, Any]]:
+        """workload key -> {"name", "networks": {network: weight}, "flops"}."""
+        path = self.path / self.CATALOGUE
+        if not path.exists():
+            return {}
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{path}: corrupt task catalogue ({error}); restore it from git") from None
+
+    def register_tasks(self, entries: list[tuple[str, str, str, int, float]]) -> None:
+        """Add ``(key, name, network, weight, flops)`` occurrences to the catalogue (atomic rewrite)."""
+        catalogue = self.catalogue()
+        changed = False
+        for key, name, network, weight, flops in entries:
+            entry = catalogue.setdefault(key, {"name": name, "networks": {}, "flops": flops})
+            if entry["networks"].get(network) != weight:
+                entry["networks"][network] = weight
+                changed = True
+            if not entry.get("flops") and flops:
+                entry["flops"] = flops
+                changed = True
+        if changed or not (self.path / self.CATALOGUE).exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            _write_json_atomic(self.path / self.CATALOGUE, catalogue, indent=1)
+
+
+def _write_json_atomic(path: Path, data: Any, indent: int | None = 2) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+        json.dump(data, tmp, indent=indent, sort_keys=True)
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)

@@ -1,0 +1,125 @@
+"""Platforms: a compilation target plus the fingerprint of the hardware that measured it.
+
+Latencies are only comparable within one platform, so every dataset is kept per platform and a platform's id is
+derived from both the target and the hardware: the same ``mcpu`` on a different CPU model or core count is a
+different platform, and data from it never mixes silently with ours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+# ISA flags that change what LLVM can emit or how fast it runs; the rest of /proc/cpuinfo's flags is noise.
+_RELEVANT_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|f16c|avx512\w*|avx_vnni\w*|amx\w*|neon|asimd\w*|sve\w*)$")
+
+
+class TargetError(ValueError):
+    """A target given by the user cannot be used."""
+
+
+def parse_target(spec: str | dict[str, Any]) -> dict[str, Any]:
+    """Parse a target given as a JSON object (or dict) into a plain dict, validating it with TVM.
+
+    The old CLI form (``"llvm -mcpu=znver3"``) is rejected with a hint: TVM 0.27 accepts only JSON dicts.
+    """
+    if isinstance(spec, str):
+        text = spec.strip()
+        if not text.startswith("{"):
+            raise TargetError(
+                f"target {spec!r} is not a JSON object. TVM 0.27 takes targets as JSON dicts, for example "
+                '\'{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}\' (the old "llvm -mcpu=..." form is gone)'
+            )
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise TargetError(f"target {spec!r} is not valid JSON: {error}") from None
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise TargetError(f"target {spec!r} must be a JSON object with a 'kind' field")
+    from tlp._tvm import to_plain, tvm  # pylint: disable=import-outside-toplevel
+
+    try:
+        exported = tvm.target.Target(spec).export()
+    except Exception as error:  # TVM raises several error types for bad targets
+        raise TargetError(f"TVM rejects target {json.dumps(spec)}: {str(error).splitlines()[-1]}") from None
+    return to_plain(exported)
+
+
+def host_cpu_name() -> str:
+    """The LLVM name of this machine's CPU, as LLVM itself detects it."""
+    from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
+
+    return str(tvm.target.codegen.llvm_get_system_cpu())
+
+
+def host_target(num_cores: int | None = None) -> dict[str, Any]:
+    """The default target: LLVM for this CPU (without ``mcpu`` LLVM emits generic x86, ~5x slower kernels)."""
+    cores = num_cores or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return parse_target({"kind": "llvm", "mcpu": host_cpu_name(), "num-cores": int(cores)})
+
+
+def host_fingerprint() -> dict[str, Any]:
+    """What identifies this machine's CPU for measurement purposes."""
+    model, flags = "unknown", []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "Model") and model == "unknown":
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = sorted(f for f in value.split() if _RELEVANT_FLAGS.match(f))
+    except OSError:
+        pass
+    return {
+        "cpu_model": model,
+        "llvm_cpu": host_cpu_name(),
+        "isa_flags": flags,
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+    }
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A target plus a hardware fingerprint; ``id`` names the dataset folder of this platform."""
+
+    target: dict[str, Any]
+    hardware: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        digest = hashlib.sha1(
+            json.dumps({"target": self.target, "hardware": self.hardware}, sort_keys=True).encode()
+        ).hexdigest()[:8]
+        kind = self.target.get("kind", "unknown")
+        cpu = self.target.get("mcpu") or self.target.get("arch") or "generic"
+        cores = self.target.get("num-cores")
+        core_part = f"-{cores}c" if cores else ""
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{cpu}{core_part}-{digest}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "target": self.target, "hardware": self.hardware}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Platform":
+        return Platform(target=data["target"], hardware=data.get("hardware", {}))
+
+    @staticmethod
+    def host(target: dict[str, Any] | None = None) -> "Platform":
+        """This machine, with ``target`` (default: the host target) compiled for it."""
+        return Platform(target=target or host_target(), hardware=host_fingerprint())
+
+    @staticmethod
+    def remote(target: dict[str, Any], rpc_key: str, hardware: str | None = None) -> "Platform":
+        """Devices behind an RPC tracker: we cannot read their CPU, so the key (and the user's words) name them."""
+        if "mcpu" not in target and target.get("kind") == "llvm":
+            raise TargetError("an RPC platform needs an explicit 'mcpu' in its target: the remote CPU is unknown here")
+        return Platform(target=target, hardware={"rpc_key": rpc_key, "description": hardware or ""})

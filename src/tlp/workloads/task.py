@@ -1,0 +1,51 @@
+"""A tuning task: one TIR function that MetaSchedule tunes, and where it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from tlp._tvm import ms, tvm
+
+
+@dataclass
+class Task:
+    """One MetaSchedule tuning task.
+
+    ``weight`` is how many times the task's kernel runs in one inference of ``network`` (the weight MetaSchedule's
+    ``extract_tasks`` reports), which TenSet-style scores and end-to-end latency estimates multiply by.
+    """
+
+    name: str
+    mod: "tvm.IRModule"
+    weight: int = 1
+    network: str = ""
+
+    @cached_property
+    def workload_json(self) -> list[Any]:
+        """MetaSchedule's JSON form of the workload: ``[structural hash, base64 IRModule]``."""
+        return list(ms.database.Workload(self.mod).as_json())
+
+    @property
+    def key(self) -> str:
+        """MetaSchedule's structural hash of the module: the identity of the task across networks and datasets."""
+        return str(self.workload_json[0])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "weight": self.weight, "network": self.network, "workload": self.workload_json}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Task":
+        mod = ms.database.Workload.from_json(data["workload"]).mod
+        return Task(name=data["name"], mod=mod, weight=int(data.get("weight", 1)), network=data.get("network", ""))
+
+
+def flop_count(mod: "tvm.IRModule") -> float:
+    """Floating-point operations of one run of the task (for GFLOPS reports); 0 when TVM cannot count them."""
+    try:
+        from tvm.s_tir.analysis import estimate_tir_flops  # pylint: disable=import-outside-toplevel
+
+        return float(estimate_tir_flops(mod))
+    except Exception:  # pylint: disable=broad-except  # counting is best-effort on exotic IR
+        return 0.0
