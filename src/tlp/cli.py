@@ -62,7 +62,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     dataset = Dataset(args.dataset)
     target = _target(args)
-    config = MeasureConfig(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, cache_flush=not args.no_cache_flush)
+    config = MeasureConfig(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, cache_flush=not args.no_cache_flush,
+                           run_timeout_s=args.run_timeout)
     if args.rpc_tracker:
         config.rpc = RPCSettings.parse(args.rpc_tracker, args.rpc_key)
         platform = Platform.remote(target, args.rpc_key, args.hardware)
@@ -150,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--repeat", type=int, default=3, help="timed repeats kept per program")
     collect.add_argument("--min-repeat-ms", type=int, default=20)
     collect.add_argument("--no-cache-flush", action="store_true")
+    collect.add_argument("--run-timeout", type=float, default=10.0,
+                         help="seconds per program run (all repeats); slower programs are stored as timeouts")
     collect.add_argument("--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: run on its devices")
     collect.add_argument("--rpc-key", default="tlp", help="device key registered with the tracker")
     collect.add_argument("--hardware", help="description of the RPC devices' hardware (part of the platform)")

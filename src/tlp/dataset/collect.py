@@ -54,6 +54,7 @@ class CollectSummary:
     valid: int = 0
     failed: int = 0
     skipped_tasks: dict[str, str] = field(default_factory=dict)
+    exhausted_tasks: list[str] = field(default_factory=list)
     seconds: float = 0.0
     repairs: list[str] = field(default_factory=list)
 
@@ -169,6 +170,7 @@ def collect(
                     programs = _measure_batch(task, sampler, state, measurer, plan, min(missing, plan.batch_size))
                     if not programs:
                         exhausted.add(task.key)  # the design space has no new program left to draw
+                        summary.exhausted_tasks.append(task.name)
                         bar.total -= missing
                         continue
                     store.append(programs)

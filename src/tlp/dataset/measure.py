@@ -47,7 +47,7 @@ class MeasureConfig:
     min_repeat_ms: int = 20
     cache_flush: bool = True
     build_timeout_s: float = 30.0
-    run_timeout_s: float = 30.0
+    run_timeout_s: float = 10.0  # a program slower than ~2.5 s per run (4 runs) is recorded as a timeout failure
     build_workers: int | None = None
     rpc: RPCSettings | None = None
 

@@ -1,0 +1,19 @@
+# Two entry points (see README): `make demo` runs the main job, `make test` the test suite.
+# Both create .venv in the checkout on first use and reuse it afterwards.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: demo test
+demo: $(BIN)/.installed
+	$(BIN)/tlp collect --workloads bert_tiny --trials-per-task 8 --batch-size 8 --dataset runs/quickstart
+	$(BIN)/tlp dataset info runs/quickstart
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest -q

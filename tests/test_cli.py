@@ -1,0 +1,52 @@
+"""The command line as a user runs it: exit codes, messages, JSON output."""
+
+import json
+import subprocess
+
+from conftest import TLP
+
+
+def run(*args):
+    return subprocess.run(TLP + list(args), capture_output=True, text=True, timeout=600)
+
+
+def test_unknown_workload_exits_2_with_message(tmp_path):
+    result = run("collect", "--workloads", "resnet51", "--dataset", str(tmp_path))
+    assert result.returncode == 2
+    assert "unknown workload 'resnet51'" in result.stderr
+    assert not list(tmp_path.iterdir())  # nothing created
+
+
+def test_old_style_target_is_rejected(tmp_path):
+    result = run("collect", "--workloads", "dense_64x64x64", "--target", "llvm -mcpu=znver3",
+                 "--dataset", str(tmp_path))
+    assert result.returncode == 2 and "JSON" in result.stderr
+
+
+def test_rpc_tracker_down_exits_2(tmp_path):
+    result = run("collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--target",
+                 '{"kind": "llvm", "mcpu": "znver3"}', "--rpc-tracker", "127.0.0.1:1", "--rpc-key", "x")
+    assert result.returncode == 2 and "not reachable" in result.stderr
+
+
+def test_dataset_info_json_and_text(tmp_path):
+    result = run("collect", "--workloads", "softmax_1x1000", "--dataset", str(tmp_path), "--trials-per-task", "4",
+                 "--batch-size", "4", "--min-repeat-ms", "2", "-q")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(run("dataset", "info", str(tmp_path), "--json").stdout)
+    for field in ["platforms", "tasks", "networks", "records", "valid_records", "failed_records", "noise_cv_median"]:
+        assert field in info
+    assert info["records"] == 4 and info["tasks"] == 1
+    text = run("dataset", "info", str(tmp_path)).stdout
+    assert "records 4" in text and "noise" in text
+
+
+def test_dataset_info_on_missing_folder(tmp_path):
+    result = run("dataset", "info", str(tmp_path / "nope"))
+    assert result.returncode == 2 and "no such dataset folder" in result.stderr
+
+
+def test_workloads_list_without_extraction():
+    result = run("workloads", "list", "--no-count", "--json")
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["resnet50"]["split"] == "test" and rows["conv2d_nchw"]["kind"] == "operators"

@@ -1,0 +1,144 @@
+"""Collection on real MetaSchedule builders and runners, with small real operators."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tlp._tvm import ms, tvm
+from tlp.dataset import CollectPlan, Dataset, collect, dataset_info, remeasure
+from tlp.platform import Platform
+from tlp.workloads.task import Task
+
+from conftest import TLP
+
+TRIALS = 8
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory, tiny_tasks, host_platform):
+    from tlp.dataset.measure import MeasureConfig
+
+    dataset = Dataset(tmp_path_factory.mktemp("collected"))
+    plan = CollectPlan(trials_per_task=TRIALS, batch_size=4, random_fraction=0.5, seed=1)
+    summary = collect(dataset, tiny_tasks, host_platform, plan, MeasureConfig(min_repeat_ms=2), progress=False)
+    return dataset, summary
+
+
+def test_collect_measures_random_and_evolved_programs(collected, tiny_tasks, host_platform):
+    dataset, summary = collected
+    assert summary.measured == TRIALS * len(tiny_tasks)
+    store = dataset.store(host_platform.id)
+    programs = list(store.iter_programs())
+    assert len(programs) == TRIALS * len(tiny_tasks)
+    assert len({p.id for p in programs}) == len(programs)
+    assert len({p.meta["program_hash"] for p in programs}) == len(programs)  # distinct programs, not just traces
+    for task in tiny_tasks:
+        sources = [p.meta["source"] for p in programs if p.workload_key == task.key]
+        assert sources.count("random") == TRIALS // 2 and sources.count("evolved") == TRIALS // 2
+    valid = [p for p in programs if p.latency is not None]
+    assert len(valid) >= len(programs) - 2
+    assert all(len(p.run_secs) == 3 and 0 < p.latency < 1 for p in valid)
+    assert all(0 <= p.meta["foreign_load"] <= 1 for p in programs)
+    latencies = sorted(p.latency for p in valid if p.workload_key == tiny_tasks[0].key)
+    assert latencies[-1] > 1.2 * latencies[0]  # random sampling reaches both good and bad programs
+
+
+def test_dataset_info_reports_counts_and_noise(collected, tiny_tasks, host_platform):
+    dataset, _ = collected
+    info = dataset_info(dataset)
+    assert host_platform.id in info["platforms"]
+    assert info["tasks"] == len(tiny_tasks) and info["operator_tasks"] == len(tiny_tasks)
+    mine = info["per_platform"][host_platform.id]
+    assert mine["records"] == mine["valid_records"] + mine["failed_records"] == TRIALS * len(tiny_tasks)
+    assert 0 <= info["noise_cv_median"] < 0.5
+
+
+def test_export_opens_as_a_metaschedule_database(collected, tiny_tasks, host_platform, tmp_path):
+    dataset, _ = collected
+    dataset.store(host_platform.id).export_database(tmp_path)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    assert len(database.get_all_tuning_records()) == TRIALS * len(tiny_tasks)
+    workload = database.commit_workload(tiny_tasks[0].mod)
+    best = database.get_top_k(workload, 1)[0]
+    schedule = tvm.s_tir.Schedule(tiny_tasks[0].mod)
+    best.trace.apply_to_schedule(schedule, remove_postproc=False)  # the stored trace replays on the task
+
+
+def test_rerun_measures_nothing_twice(collected, tiny_tasks, host_platform):
+    dataset, _ = collected
+    before = sum(1 for _ in dataset.store(host_platform.id).records.lines())
+    summary = collect(dataset, tiny_tasks, host_platform, CollectPlan(trials_per_task=TRIALS), progress=False)
+    assert summary.measured == 0
+    assert sum(1 for _ in dataset.store(host_platform.id).records.lines()) == before
+
+
+def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, host_platform):
+    args = TLP + ["collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--trials-per-task", "12",
+                  "--batch-size", "4", "--min-repeat-ms", "2", "-q"]
+    victim = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    meta = tmp_path / host_platform.id / "measurements.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (meta.exists() and len(meta.read_text().splitlines()) >= 4):
+        time.sleep(0.2)
+    os.killpg(victim.pid, signal.SIGKILL)  # the collector and its builder/runner workers, mid-flight
+    victim.wait()
+    stored = sum(1 for _ in Dataset(tmp_path).store(host_platform.id).records.lines())
+    assert 4 <= stored < 12
+    finished = subprocess.run(args, capture_output=True, text=True, check=True)
+    summary = json.loads(finished.stdout)
+    assert summary["measured"] == 12 - stored
+    store = Dataset(tmp_path).store(host_platform.id)
+    ids = [p.id for p in store.iter_programs()]
+    assert len(ids) == 12 and len(set(ids)) == 12
+
+
+def test_exhausted_design_space_stops_cleanly(tmp_path, host_platform):
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def noop(a: T.Buffer((4,), "float32")):
+        T.evaluate(0)
+
+    task = Task("noop", tvm.IRModule({"main": noop}), network="op:test")
+    summary = collect(Dataset(tmp_path), [task], host_platform, CollectPlan(trials_per_task=8, batch_size=4),
+                      progress=False)
+    assert summary.measured == 1  # every draw is the same program
+    assert summary.exhausted_tasks == ["noop"]
+
+
+def test_remeasure_on_another_platform_uses_the_same_traces(collected, tiny_tasks, host_platform, fast_measure):
+    dataset, _ = collected
+    other = Platform(dict(host_platform.target, **{"num-cores": 1}), host_platform.hardware)
+    source = dataset.store(host_platform.id)
+    summary = remeasure(dataset, source, other, fast_measure, batch_size=8, progress=False, max_batches=1)
+    assert summary.measured == 8
+    moved = dataset.store(other.id).latest_programs()
+    original = source.latest_programs()
+    assert set(moved) <= set(original)
+    assert all(p.meta["source"] == f"transfer:{host_platform.id}" for p in moved.values())
+    assert {p.meta["program_hash"] for p in moved.values()} <= {p.meta["program_hash"] for p in original.values()}
+    again = remeasure(dataset, source, other, fast_measure, batch_size=8, progress=False, max_batches=1)
+    assert again.measured == 8 and len(dataset.store(other.id).latest_programs()) == 16  # continues, no repeats
+
+
+def test_records_taken_under_load_are_remeasured(collected, host_platform, tmp_path, fast_measure):
+    dataset, _ = collected
+    loaded = Dataset(tmp_path)
+    store = loaded.store_for(host_platform)
+    programs = list(dataset.store(host_platform.id).latest_programs().values())[:4]
+    with store:
+        for program in programs:
+            store.add_workload(dataset.store(host_platform.id).workload_json(program.workload_key))
+            program.meta = dict(program.meta, foreign_load=0.9)
+        store.append(programs)
+    summary = remeasure(loaded, loaded.store(host_platform.id), host_platform, fast_measure,
+                        only_loaded_above=0.1, progress=False)
+    assert summary.measured == 4
+    latest = loaded.store(host_platform.id).latest_programs()
+    assert len(latest) == 4 and all(p.meta["foreign_load"] < 0.9 for p in latest.values())
+    assert sum(1 for _ in loaded.store(host_platform.id).records.lines()) == 8  # the loaded timings are kept too

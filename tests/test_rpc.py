@@ -1,0 +1,73 @@
+"""Collection through a real TVM RPC tracker and server, both on loopback."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tlp.dataset import CollectPlan, Dataset, collect
+from tlp.dataset.measure import MeasureConfig, MeasureError, RPCSettings, check_tracker
+from tlp.platform import Platform
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def rpc_device():
+    port = _free_port()
+    tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
+                                str(port), "--port-end", str(port + 1), "--silent"])
+    server = None
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert tracker.poll() is None, "the RPC tracker exited at start"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        server = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
+                                   "--port", str(_free_port()), "--port-end", "65000",
+                                   "--tracker", f"127.0.0.1:{port}", "--key", "tlp-test", "--silent"])
+        settings = RPCSettings("127.0.0.1", port, "tlp-test")
+        while time.time() < deadline:
+            assert server.poll() is None, "the RPC server exited at start"
+            try:
+                check_tracker(settings)
+                break
+            except MeasureError:
+                time.sleep(0.5)
+        yield settings
+    finally:
+        for process in (server, tracker):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
+
+
+def test_collect_through_rpc_tracker(rpc_device, tiny_tasks, host_platform, tmp_path):
+    platform = Platform.remote(host_platform.target, rpc_device.key, "this machine over loopback RPC")
+    config = MeasureConfig(min_repeat_ms=2, rpc=rpc_device)
+    summary = collect(Dataset(tmp_path), tiny_tasks[:1], platform, CollectPlan(trials_per_task=4, batch_size=4),
+                      config, progress=False)
+    assert summary.measured == 4 and summary.valid >= 3
+    store = Dataset(tmp_path).store(platform.id)
+    assert store.platform.hardware["rpc_key"] == "tlp-test"
+    assert all(p.latency is None or len(p.run_secs) == 3 for p in store.iter_programs())
+
+
+def test_tracker_down_is_a_clear_error():
+    with pytest.raises(MeasureError, match="not reachable"):
+        check_tracker(RPCSettings("127.0.0.1", _free_port(), "nobody"))
+
+
+def test_unknown_key_is_a_clear_error(rpc_device):
+    with pytest.raises(MeasureError, match="no device with key 'other'.*tlp-test"):
+        check_tracker(RPCSettings(rpc_device.tracker_host, rpc_device.tracker_port, "other"))

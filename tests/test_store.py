@@ -1,0 +1,83 @@
+import json
+import math
+
+import pytest
+
+from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore, ReadReport
+from tlp.platform import Platform
+
+PLATFORM = Platform({"kind": "llvm", "mcpu": "test-cpu", "num-cores": 2}, {"cpu_model": "test"})
+WORKLOAD = ["123", "ZmFrZQ=="]  # the store only needs the key; decoding happens where IR is needed
+
+
+def program(n, run_secs, **meta):
+    return MeasuredProgram("123", [[["GetSBlock", [], ["C", "main"], ["b0"]]], [[0, n]]], [], run_secs, None, meta)
+
+
+def make_store(tmp_path):
+    store = Dataset(tmp_path).store_for(PLATFORM)
+    store.lock()
+    store.add_workload(WORKLOAD)
+    return store
+
+
+def test_records_round_trip_with_metadata(tmp_path):
+    store = make_store(tmp_path)
+    store.append([program(1, [1e-3, 1.1e-3, 0.9e-3], foreign_load=0.0), program(2, None)])
+    programs = list(store.iter_programs())
+    assert [p.latency for p in programs] == [pytest.approx(1e-3), None]
+    assert programs[0].noise_cv == pytest.approx(0.1)
+    assert programs[0].meta["foreign_load"] == 0.0
+    # the record file is MetaSchedule's format: [workload index, [trace, run_secs, target, args_info]]
+    first = json.loads((tmp_path / PLATFORM.id / PlatformStore.RECORDS).read_text().splitlines()[0])
+    assert first[0] == 0 and first[1][1] == [1e-3, 1.1e-3, 0.9e-3] and first[1][2]["mcpu"] == "test-cpu"
+
+
+def test_bad_lines_are_counted_and_skipped(tmp_path):
+    store = make_store(tmp_path)
+    store.append([program(1, [1e-3])])
+    with open(tmp_path / PLATFORM.id / PlatformStore.RECORDS, "a") as handle:
+        handle.write("not json\n")
+        handle.write(json.dumps([0, [[[], []], [float("nan")], {}, []]]) + "\n")
+        handle.write(json.dumps([0, [[[], [1]], [-1.0], {}, []]]) + "\n")
+        handle.write(json.dumps([7, [[[], [2]], [1e-3], {}, []]]) + "\n")
+    report = ReadReport()
+    programs = list(store.iter_programs(report))
+    assert sum(p.latency is not None for p in programs) == 1
+    assert report.skipped["corrupt tuning record line"] == 2  # "not json" and the unknown workload index 7
+    assert report.skipped["latency is NaN, infinite, non-positive or a failure marker"] == 2
+    assert all(p.latency is None or math.isfinite(p.latency) for p in programs)
+    assert any(":2:" in e or ":2" in e.split(": ")[0] for e in report.examples)
+
+
+def test_remeasurement_prefers_the_quiet_measurement(tmp_path):
+    store = make_store(tmp_path)
+    store.append([program(1, [2e-3], foreign_load=0.6)])
+    store.append([program(1, [1e-3], foreign_load=0.01)])
+    store.append([program(1, [5e-3], foreign_load=0.7)])
+    latest = store.latest_programs()
+    assert len(latest) == 1
+    assert next(iter(latest.values())).latency == pytest.approx(1e-3)
+
+
+def test_one_writer_at_a_time(tmp_path):
+    writer = make_store(tmp_path)
+    with pytest.raises(DatasetError, match="being written by pid"):
+        Dataset(tmp_path).store(PLATFORM.id).lock()
+    writer.unlock()
+    Dataset(tmp_path).store(PLATFORM.id).lock()
+
+
+def test_corrupt_workload_table_stops_with_location(tmp_path):
+    store = make_store(tmp_path)
+    with open(tmp_path / PLATFORM.id / PlatformStore.WORKLOADS, "a") as handle:
+        handle.write("garbage\n")
+    fresh = Dataset(tmp_path).store(PLATFORM.id)
+    with pytest.raises(DatasetError, match=r"database_workload.json:2: corrupt workload line"):
+        fresh.workload_keys()
+    del store
+
+
+def test_missing_platform_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="no platform 'nope'"):
+        Dataset(tmp_path).store("nope")
