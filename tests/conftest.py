@@ -35,3 +35,17 @@ def fast_measure():
     from tlp.dataset.measure import MeasureConfig
 
     return MeasureConfig(repeat=3, min_repeat_ms=2)
+
+
+TINY_TRIALS = 8
+
+
+@pytest.fixture(scope="session")
+def collected(tmp_path_factory, tiny_tasks, host_platform):
+    """A real collection: TINY_TRIALS programs (half random, half evolved) of each tiny task on this machine."""
+    from tlp.dataset import CollectPlan, Dataset, MeasureConfig, collect
+
+    dataset = Dataset(tmp_path_factory.mktemp("collected"))
+    plan = CollectPlan(trials_per_task=TINY_TRIALS, batch_size=4, random_fraction=0.5, seed=1)
+    summary = collect(dataset, tiny_tasks, host_platform, plan, MeasureConfig(min_repeat_ms=2), progress=False)
+    return dataset, summary

@@ -14,19 +14,8 @@ from tlp.dataset import CollectPlan, Dataset, collect, dataset_info, remeasure
 from tlp.platform import Platform
 from tlp.workloads.task import Task
 
+from conftest import TINY_TRIALS as TRIALS
 from conftest import TLP
-
-TRIALS = 8
-
-
-@pytest.fixture(scope="module")
-def collected(tmp_path_factory, tiny_tasks, host_platform):
-    from tlp.dataset.measure import MeasureConfig
-
-    dataset = Dataset(tmp_path_factory.mktemp("collected"))
-    plan = CollectPlan(trials_per_task=TRIALS, batch_size=4, random_fraction=0.5, seed=1)
-    summary = collect(dataset, tiny_tasks, host_platform, plan, MeasureConfig(min_repeat_ms=2), progress=False)
-    return dataset, summary
 
 
 def test_collect_measures_random_and_evolved_programs(collected, tiny_tasks, host_platform):

@@ -1,0 +1,204 @@
+"""MetaSchedule trace -> a sequence of primitive vectors: TLP's featurization, for MetaSchedule instead of Ansor.
+
+A trace is MetaSchedule's record of how a candidate was built: instructions ``[kind, inputs, attrs, outputs]``
+plus the decisions of its sampling instructions. TLP reads it as a sentence; each instruction becomes one vector:
+
+    [kind id | string ids (S) | producer distances (R) | numbers (P) | after-postproc flag]
+
+- *kind id*: vocabulary over instruction kinds (``Split``, ``SamplePerfectTile``, ``Annotate`` …), OOV-safe.
+- *string ids*: string parameters — block names, annotation keys, storage scopes, string literals — through a
+  second vocabulary.
+- *producer distances*: for each input that is an earlier result (a block, loop or sampled variable), how many
+  instructions back it was produced; this keeps the data-flow structure of the trace (which split uses which
+  sampled factors, which loop is parallelised).
+- *numbers*: decisions (tile factors, the chosen unroll step), numeric attributes and literal inputs, and for
+  ``GetSBlock`` the extents of the block's iteration domain in the workload — the trace alone does not say how
+  large the loops are. Numbers are log-scaled: ``sign(x) * log2(1 + |x|)``.
+
+Ids are stored as floats in the same tensor so one ``[N, seq_len, width]`` array carries everything; the model
+splits the columns again (see :class:`FeatureConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from tlp.features.vocab import PAD, Vocabulary
+
+FEATURE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Shape of the primitive vectors. Stored in checkpoints; a mismatch at load time is an error."""
+
+    seq_len: int = 64
+    num_strings: int = 4
+    num_refs: int = 4
+    num_numbers: int = 12
+    version: int = FEATURE_VERSION
+
+    @property
+    def width(self) -> int:
+        return 1 + self.num_strings + self.num_refs + self.num_numbers + 1
+
+    def columns(self) -> dict[str, slice]:
+        """Where each part lives in a primitive vector."""
+        s, r, p = self.num_strings, self.num_refs, self.num_numbers
+        return {
+            "kind": slice(0, 1),
+            "strings": slice(1, 1 + s),
+            "refs": slice(1 + s, 1 + s + r),
+            "numbers": slice(1 + s + r, 1 + s + r + p),
+            "postproc": slice(1 + s + r + p, 2 + s + r + p),
+        }
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _log(x: float) -> float:
+    return math.copysign(math.log2(1.0 + abs(x)), x)
+
+
+def _numbers(value: Any, out: list[float]) -> None:
+    """Flatten numeric content (ints, floats, bools, nested lists) into ``out``."""
+    if isinstance(value, bool):
+        out.append(float(value))
+    elif isinstance(value, (int, float)):
+        if math.isfinite(value):
+            out.append(_log(float(value)))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _numbers(item, out)
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value.strip('"'))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _strings(item, out)
+
+
+def block_extents(mod: Any) -> dict[str, list[int]]:
+    """Iteration-domain extents of every block in a task's workload, by block name (computed once per task)."""
+    extents: dict[str, list[int]] = {}
+
+    def visit(node: Any) -> None:
+        if node is None:
+            return
+        if hasattr(node, "iter_vars") and hasattr(node, "name_hint"):
+            extents[str(node.name_hint)] = [
+                int(iv.dom.extent.value) if hasattr(iv.dom.extent, "value") else -1 for iv in node.iter_vars
+            ]
+        # TIR statements nest through these fields (For/Block bodies, SeqStmt, If branches, block realize).
+        for field in ("body", "block", "init", "then_case", "else_case"):
+            visit(getattr(node, field, None))
+        for child in getattr(node, "seq", None) or []:
+            visit(child)
+
+    for _, func in mod.functions_items():
+        visit(getattr(func, "body", None))
+    return extents
+
+
+class TraceFeaturizer:
+    """Fit vocabularies on traces, then turn traces into ``float32 [N, seq_len, width]`` tensors."""
+
+    def __init__(self, config: FeatureConfig | None = None, kinds: Vocabulary | None = None,
+                 strings: Vocabulary | None = None) -> None:
+        self.config = config or FeatureConfig()
+        self.kinds = kinds or Vocabulary()
+        self.strings = strings or Vocabulary()
+
+    # ---- vocabulary ----------------------------------------------------------------------------------------
+    def fit(self, traces: Iterable[Any], min_string_count: int = 2, max_strings: int = 4096) -> "TraceFeaturizer":
+        """Build the vocabularies from training traces (kinds: all seen; strings: those seen twice or more)."""
+        kind_counts: Counter = Counter()
+        string_counts: Counter = Counter()
+        for trace in traces:
+            for kind, inputs, attrs, _outputs in trace[0]:
+                kind_counts[kind] += 1
+                found: list[str] = []
+                _strings(attrs, found)
+                _strings([i for i in inputs if isinstance(i, str) and i.startswith('"')], found)
+                string_counts.update(found)
+        self.kinds = Vocabulary.build(kind_counts)
+        self.strings = Vocabulary.build(string_counts, min_count=min_string_count, max_size=max_strings)
+        return self
+
+    # ---- featurization -------------------------------------------------------------------------------------
+    def transform_one(self, trace: Any, extents: dict[str, list[int]] | None = None,
+                      out: np.ndarray | None = None) -> np.ndarray:
+        """One trace -> ``[seq_len, width]``. Instructions beyond ``seq_len`` are cropped (the end of the trace)."""
+        cfg = self.config
+        cols = cfg.columns()
+        if out is None:
+            out = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
+        insts, decisions = trace
+        decided = {int(index): value for index, value in decisions}
+        producer: dict[str, int] = {}
+        postproc = 0.0
+        s0, r0, n0, pp = cols["strings"].start, cols["refs"].start, cols["numbers"].start, cols["postproc"].start
+        for position, (kind, inputs, attrs, outputs) in enumerate(insts):
+            if position < cfg.seq_len:
+                row = out[position]
+                row[0] = self.kinds.id(kind)
+                strings: list[str] = []
+                numbers: list[float] = []
+                refs: list[float] = []
+                if position in decided:
+                    decision = decided[position]
+                    if kind == "SampleCategorical" and isinstance(decision, int) and attrs and decision < len(attrs[0]):
+                        numbers.append(_log(float(attrs[0][decision])))  # the chosen value, not its index
+                    else:
+                        _numbers(decision, numbers)
+                for item in inputs:
+                    if isinstance(item, str) and item in producer:
+                        refs.append(_log(position - producer[item]))
+                    elif isinstance(item, str):
+                        strings.append(item.strip('"'))
+                    else:
+                        _numbers(item, numbers)
+                _strings(attrs, strings)
+                _numbers(attrs, numbers)
+                if kind == "GetSBlock" and extents and attrs:
+                    _numbers(extents.get(str(attrs[0]), []), numbers)
+                for j, text in enumerate(strings[: cfg.num_strings]):
+                    row[s0 + j] = self.strings.id(text)
+                row[r0 : r0 + min(len(refs), cfg.num_refs)] = refs[: cfg.num_refs]
+                row[n0 : n0 + min(len(numbers), cfg.num_numbers)] = numbers[: cfg.num_numbers]
+                if kind == "EnterPostproc":
+                    postproc = 1.0
+                row[pp] = postproc
+            elif kind == "EnterPostproc":
+                postproc = 1.0
+            for name in outputs:
+                producer[name] = position
+        return out
+
+    def transform(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None
+                  ) -> np.ndarray:
+        """Many traces -> ``float32 [N, seq_len, width]`` (rows past a trace's end are padding, kind id 0)."""
+        out = np.zeros((len(traces), self.config.seq_len, self.config.width), dtype=np.float32)
+        for i, trace in enumerate(traces):
+            self.transform_one(trace, extents[i] if extents is not None else None, out[i])
+        assert PAD == 0  # padding rows are all-zero, kind id 0
+        return out
+
+    # ---- persistence ---------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config.to_json(), "kinds": self.kinds.to_json(), "strings": self.strings.to_json()}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "TraceFeaturizer":
+        config = FeatureConfig(**data["config"])
+        if config.version != FEATURE_VERSION:
+            raise ValueError(f"feature version {config.version} does not match this TLP's {FEATURE_VERSION}")
+        return TraceFeaturizer(config, Vocabulary.from_json(data["kinds"]), Vocabulary.from_json(data["strings"]))

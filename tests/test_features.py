@@ -1,0 +1,93 @@
+"""Featurization of real MetaSchedule traces into primitive vectors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tlp._tvm import ms
+from tlp.features.featurizer import FeatureConfig, TraceFeaturizer, block_extents
+from tlp.features.vocab import OOV
+
+
+@pytest.fixture(scope="module")
+def traces(collected, host_platform):
+    dataset, _ = collected
+    store = dataset.store(host_platform.id)
+    programs = [p for p in store.latest_programs().values()]
+    extents = {}
+    for program in programs:
+        if program.workload_key not in extents:
+            mod = ms.database.Workload.from_json(store.workload_json(program.workload_key)).mod
+            extents[program.workload_key] = block_extents(mod)
+    return programs, [extents[p.workload_key] for p in programs]
+
+
+def test_shapes_padding_and_vocabulary(traces):
+    programs, extents = traces
+    featurizer = TraceFeaturizer().fit([p.trace_json for p in programs])
+    features = featurizer.transform([p.trace_json for p in programs], extents)
+    config = featurizer.config
+    assert features.shape == (len(programs), config.seq_len, config.width) and features.dtype == np.float32
+    for row, program in zip(features, programs):
+        length = len(program.trace_json[0])
+        assert np.all(row[:length, 0] >= 2)  # every instruction got a known kind id
+        assert not row[length:].any()  # padding
+    assert {"SamplePerfectTile", "Split", "Annotate"} <= set(featurizer.kinds.tokens)
+
+
+def test_structure_decisions_and_extents_are_encoded(traces):
+    programs, extents = traces
+    featurizer = TraceFeaturizer().fit([p.trace_json for p in programs])
+    cols = featurizer.config.columns()
+    program = next(p for p in programs if any(i[0] == "SamplePerfectTile" for i in p.trace_json[0]))
+    insts, decisions = program.trace_json
+    program_extents = extents[programs.index(program)]
+    row = featurizer.transform_one(program.trace_json, program_extents)
+    sample = next(i for i, inst in enumerate(insts) if inst[0] == "SamplePerfectTile")
+    factors = dict(decisions)[sample]
+    expected = [math.log2(1 + f) for f in factors]
+    assert row[sample, cols["numbers"]][: len(factors)] == pytest.approx(expected)
+    split = next(i for i, inst in enumerate(insts) if inst[0] == "Split" and i > sample)
+    assert math.log2(1 + split - sample) in [pytest.approx(x) for x in row[split, cols["refs"]]]
+    block = next(i for i, inst in enumerate(insts) if inst[0] == "GetSBlock" and program_extents.get(inst[2][0]))
+    assert row[block, cols["numbers"]].any()  # the block's loop extents from the workload
+
+
+def test_unknown_kinds_and_strings_do_not_shift_other_features(traces):
+    programs, _ = traces
+    featurizer = TraceFeaturizer().fit([p.trace_json for p in programs])
+    insts, decisions = programs[0].trace_json
+    altered = [list(i) for i in insts]
+    altered[1] = ["SomeFutureInstruction", altered[1][1], ["never-seen-string"], altered[1][3]]
+    before = featurizer.transform_one([insts, decisions])
+    after = featurizer.transform_one([altered, decisions])
+    assert after[1, 0] == OOV and after[1, 1] == OOV
+    assert np.array_equal(np.delete(before, 1, axis=0), np.delete(after, 1, axis=0))
+
+
+def test_empty_and_overlong_traces(traces):
+    programs, _ = traces
+    featurizer = TraceFeaturizer(FeatureConfig(seq_len=8)).fit([p.trace_json for p in programs])
+    assert not featurizer.transform_one([[], []]).any()
+    cropped = featurizer.transform_one(programs[0].trace_json)
+    assert cropped.shape == (8, featurizer.config.width) and cropped[:, 0].all()
+
+
+def test_distinct_programs_rarely_collide(traces):
+    programs, extents = traces
+    featurizer = TraceFeaturizer().fit([p.trace_json for p in programs])
+    features = featurizer.transform([p.trace_json for p in programs], extents)
+    keys = [(p.workload_key, f.tobytes()) for p, f in zip(programs, features)]
+    assert len(set(keys)) >= 0.95 * len(programs)
+
+
+def test_round_trip_and_version_check(traces):
+    programs, _ = traces
+    featurizer = TraceFeaturizer().fit([p.trace_json for p in programs])
+    loaded = TraceFeaturizer.from_json(featurizer.to_json())
+    assert np.array_equal(loaded.transform_one(programs[0].trace_json), featurizer.transform_one(programs[0].trace_json))
+    data = featurizer.to_json()
+    data["config"]["version"] = 999
+    with pytest.raises(ValueError, match="feature version 999"):
+        TraceFeaturizer.from_json(data)
