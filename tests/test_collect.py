@@ -131,3 +131,30 @@ def test_records_taken_under_load_are_remeasured(collected, host_platform, tmp_p
     latest = loaded.store(host_platform.id).latest_programs()
     assert len(latest) == 4 and all(p.meta["foreign_load"] < 0.9 for p in latest.values())
     assert sum(1 for _ in loaded.store(host_platform.id).records.lines()) == 8  # the loaded timings are kept too
+
+
+def test_gather_tasks_measure_with_valid_indices(tmp_path, host_platform, fast_measure):
+    """Random integer inputs are out-of-range indices that crash MetaSchedule's runner; ours uses valid ones."""
+    from tlp.workloads import load_tasks
+
+    task = load_tasks(["take_1000x128_n128"], host_platform.target)[0]
+    summary = collect(Dataset(tmp_path), [task], host_platform, CollectPlan(trials_per_task=2, batch_size=2),
+                      fast_measure, progress=False)
+    assert summary.measured >= 1 and summary.failed == 0
+
+
+def test_failed_records_can_be_retried(collected, host_platform, tmp_path, fast_measure):
+    dataset, _ = collected
+    retried = Dataset(tmp_path)
+    store = retried.store_for(host_platform)
+    source = dataset.store(host_platform.id)
+    programs = [p for p in source.latest_programs().values() if p.latency is not None][:2]
+    with store:
+        for program in programs:
+            store.add_workload(source.workload_json(program.workload_key))
+            program.run_secs, program.error = None, "Subprocess terminated"
+        store.append(programs)
+    summary = remeasure(retried, retried.store(host_platform.id), host_platform, fast_measure, retry_failed=True,
+                        progress=False)
+    assert summary.measured == 2 and summary.valid == 2
+    assert all(p.latency is not None for p in retried.store(host_platform.id).latest_programs().values())

@@ -71,6 +71,42 @@ def build_for_measurement(mod: "tvm.IRModule", target: "tvm.target.Target", _par
     return tvm_build(mod, target=target)
 
 
+def _index_safe_fill(random_fill: Any) -> Any:
+    """Random data for float tensors, zeros for integer tensors.
+
+    MetaSchedule fills every argument with random bits; for gathers (``take``, embeddings) the integer tensor holds
+    indices, random ones point outside the table and the runner process segfaults. Zero is a valid index for any
+    gather and a harmless value elsewhere, so timings of such tasks become measurable.
+    """
+
+    def fill(tensor: Any) -> None:
+        dtype = str(tensor.dtype)
+        if dtype.startswith(("int", "uint")):
+            import numpy as np  # pylint: disable=import-outside-toplevel
+
+            tensor.copyfrom(np.zeros(tuple(tensor.shape), dtype=dtype))
+        else:
+            random_fill(tensor)
+
+    return fill
+
+
+def alloc_arguments_local(device: Any, args_info: Any, alloc_repeat: int) -> list[Any]:
+    """``LocalRunner``'s argument allocation with index-safe integer tensors (runs in runner workers)."""
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common  # pylint: disable=import-outside-toplevel
+
+    random_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
+    return alloc_argument_common(_index_safe_fill(random_fill), device, args_info, alloc_repeat)
+
+
+def alloc_arguments_rpc(session: Any, device: Any, args_info: Any, alloc_repeat: int) -> list[Any]:
+    """``RPCRunner``'s argument allocation with index-safe integer tensors."""
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common  # pylint: disable=import-outside-toplevel
+
+    random_fill = session.get_function("tvm.contrib.random.random_fill_for_measure")
+    return alloc_argument_common(_index_safe_fill(random_fill), device, args_info, alloc_repeat)
+
+
 def to_plain(value: Any) -> Any:
     """FFI containers and TVM scalars -> plain Python (JSON-serializable, stable for hashing)."""
     if isinstance(value, (str, bool)) or value is None:
@@ -88,4 +124,4 @@ def to_plain(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["to_plain", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]
+__all__ = ["to_plain", "alloc_arguments_local", "alloc_arguments_rpc", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]

@@ -69,10 +69,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
         platform = Platform.remote(target, args.rpc_key, args.hardware)
     else:
         platform = Platform.host(target)
-    if args.remeasure_from or args.remeasure_loaded:
+    if args.remeasure_from or args.remeasure_loaded or args.remeasure_failed:
         source = dataset.store(args.remeasure_from or platform.id)
         threshold = args.load_threshold if args.remeasure_loaded else None
         summary = remeasure(dataset, source, platform, config, only_loaded_above=threshold,
+                            retry_failed=args.remeasure_failed,
                             batch_size=args.batch_size, progress=not args.quiet, max_batches=args.max_batches)
     else:
         if not args.workloads:
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="measure the programs stored for another platform on this one (same traces)")
     collect.add_argument("--remeasure-loaded", action="store_true",
                          help="re-measure this platform's records taken while other processes loaded the CPU")
+    collect.add_argument("--remeasure-failed", action="store_true",
+                         help="retry this platform's failed programs (e.g. after fixing the measurement set-up)")
     collect.add_argument("--load-threshold", type=float, default=0.10)
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     collect.set_defaults(func=cmd_collect)

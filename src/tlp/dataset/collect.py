@@ -256,6 +256,7 @@ def remeasure(
     platform: Platform,
     measure_config: MeasureConfig | None = None,
     only_loaded_above: float | None = None,
+    retry_failed: bool = False,
     batch_size: int = 32,
     progress: bool = True,
     max_batches: int | None = None,
@@ -263,7 +264,8 @@ def remeasure(
     """Measure the stored programs of ``source`` again on ``platform`` (same traces).
 
     Two uses: ``platform`` is another machine/target (TenSet-style cross-hardware data, the basis of MTL-TLP), or
-    the same platform with ``only_loaded_above`` set, to replace timings taken while the machine was busy.
+    the same platform with ``only_loaded_above`` set, to replace timings taken while the machine was busy, and/or
+    ``retry_failed``, to retry programs whose build or run failed (after a fix of the measurement set-up).
     Resumable like :func:`collect`: a program already measured on ``platform`` after the load cut-off is skipped.
     """
     summary = CollectSummary()
@@ -277,7 +279,8 @@ def remeasure(
             existing = done.get(program.id)
             if same_platform:
                 load = (existing.meta.get("foreign_load") if existing else None) or 0.0
-                if only_loaded_above is None or load <= only_loaded_above or existing.latency is None:
+                loaded = only_loaded_above is not None and existing.latency is not None and load > only_loaded_above
+                if not (loaded or (retry_failed and existing.latency is None)):
                     continue
             elif existing is not None:
                 continue

@@ -18,7 +18,7 @@ from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params
 from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func as _builder_worker
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
-from tlp._tvm import build_for_measurement, ms, tvm
+from tlp._tvm import alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms, tvm
 
 
 class MeasureError(RuntimeError):
@@ -196,9 +196,11 @@ class Measurer:
                 tracker_key=self.config.rpc.key,
                 session_timeout_sec=self.config.rpc.session_timeout_s,
             )
-            self.runner: Any = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator, max_workers=1)
+            self.runner: Any = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator, max_workers=1,
+                                                   f_alloc_argument=alloc_arguments_rpc)
         else:
-            self.runner = ms.runner.LocalRunner(timeout_sec=self.config.run_timeout_s, evaluator_config=evaluator)
+            self.runner = ms.runner.LocalRunner(timeout_sec=self.config.run_timeout_s, evaluator_config=evaluator,
+                                                f_alloc_argument=alloc_arguments_local)
 
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""

@@ -123,6 +123,12 @@ def _residual_add_relu(c: int, hw: int) -> list["te.Tensor"]:
     return [a, b, topi.nn.relu(topi.add(a, b))]
 
 
+def _take(rows: int, hidden: int, count: int) -> list["te.Tensor"]:
+    """Embedding lookup: a gather whose integer input holds indices."""
+    table, indices = _placeholder((rows, hidden), "table"), _placeholder((count,), "indices", "int64")
+    return [table, indices, topi.take(table, indices, axis=0)]
+
+
 def _specs() -> list[OperatorSpec]:
     specs: list[OperatorSpec] = []
 
@@ -171,6 +177,8 @@ def _specs() -> list[OperatorSpec]:
         add("bn_relu6_chain", f"c{c}_{hw}x{hw}", lambda c=c, hw=hw: _bn_relu6_chain(c, hw))
     for c, hw in [(64, 56), (256, 56), (512, 28)]:
         add("residual_add_relu", f"c{c}_{hw}x{hw}", lambda c=c, hw=hw: _residual_add_relu(c, hw))
+    for rows, hidden, count in [(1000, 128, 128), (30522, 768, 128)]:
+        add("take", f"{rows}x{hidden}_n{count}", lambda rows=rows, hidden=hidden, count=count: _take(rows, hidden, count))
     return specs
 
 
