@@ -152,6 +152,9 @@ def collect(
         bar = tqdm(total=remaining, disable=not progress, unit="prog", desc=f"collect {platform.id}", smoothing=0.05)
         try:
             while todo:
+                # Fewest measured first: after a restart, tasks that have nothing yet come before those that
+                # already had their first batch (the interleaved order is kept among equals: the sort is stable).
+                todo.sort(key=lambda t: state.count(t.key))
                 for task in list(todo):
                     missing = plan.trials_per_task - state.count(task.key)
                     if missing <= 0 or task.key in exhausted:
