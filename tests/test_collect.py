@@ -158,3 +158,14 @@ def test_failed_records_can_be_retried(collected, host_platform, tmp_path, fast_
                         progress=False)
     assert summary.measured == 2 and summary.valid == 2
     assert all(p.latency is not None for p in retried.store(host_platform.id).latest_programs().values())
+
+
+def test_restarts_serve_unmeasured_tasks_first(tmp_path, tiny_tasks, host_platform, fast_measure):
+    dataset = Dataset(tmp_path)
+    plan = CollectPlan(trials_per_task=8, batch_size=4, max_batches=1)
+    collect(dataset, tiny_tasks, host_platform, plan, fast_measure, progress=False)
+    collect(dataset, tiny_tasks, host_platform, plan, fast_measure, progress=False)
+    counts = {}
+    for program in dataset.store(host_platform.id).iter_programs():
+        counts[program.workload_key] = counts.get(program.workload_key, 0) + 1
+    assert sorted(counts.values()) == [4, 4]  # one batch each, not two batches of the first task
