@@ -16,6 +16,7 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
     all_tasks: set[str] = set()
     totals = {"records": 0, "valid_records": 0, "failed_records": 0, "measurements": 0, "loaded_records": 0}
     all_cvs: list[float] = []
+    valid_per_key: dict[str, int] = {}
     for platform_id in dataset.platform_ids():
         store = dataset.store(platform_id)
         report = ReadReport()
@@ -25,6 +26,8 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         cvs = [cv for cv in (p.noise_cv for p in valid) if cv is not None]
         loaded = sum((p.meta.get("foreign_load") or 0.0) > load_threshold for p in valid)
         tasks = {p.workload_key for p in programs.values()}
+        for program in valid:
+            valid_per_key[program.workload_key] = valid_per_key.get(program.workload_key, 0) + 1
         all_tasks |= tasks
         all_cvs.extend(cvs)
         per_task = [sum(1 for p in valid if p.workload_key == key) for key in tasks]
@@ -49,6 +52,14 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         totals["failed_records"] += len(programs) - len(valid)
         totals["measurements"] += measurements
         totals["loaded_records"] += loaded
+    per_network: dict[str, dict[str, int]] = {}
+    for key, entry in catalogue.items():
+        for network in entry.get("networks", {}):
+            row = per_network.setdefault(network, {"tasks_in_catalogue": 0, "tasks_measured": 0, "valid_records": 0})
+            row["tasks_in_catalogue"] += 1
+            if key in all_tasks:
+                row["tasks_measured"] += 1
+                row["valid_records"] += valid_per_key.get(key, 0)
     networks = sorted(
         {n for key in all_tasks for n in catalogue.get(key, {}).get("networks", {}) if not n.startswith("op:")}
     )
@@ -64,6 +75,7 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         **totals,
         "noise_cv_median": statistics.median(all_cvs) if all_cvs else None,
         "load_threshold": load_threshold,
+        "per_network": dict(sorted(per_network.items())),
         "per_platform": platforms,
     }
 
@@ -86,6 +98,10 @@ def format_info(info: dict[str, Any]) -> str:
         f"  noise: median coefficient of variation of repeats {_fmt(info['noise_cv_median'])}; "
         f"{info['loaded_records']} valid records measured under foreign load > {info['load_threshold']:.0%}",
     ]
+    networks = {n: r for n, r in info["per_network"].items() if not n.startswith("op:") and r["tasks_measured"]}
+    for network, row in networks.items():
+        lines.append(f"    {network}: {row['tasks_measured']}/{row['tasks_in_catalogue']} tasks, "
+                     f"{row['valid_records']} valid records")
     for platform_id, p in info["per_platform"].items():
         lines.append(f"  platform {platform_id}: {p['hardware'].get('cpu_model', p['hardware'])}")
         lines.append(
