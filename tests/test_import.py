@@ -44,10 +44,11 @@ def test_corrupt_lines_are_skipped_and_counted(tuned_work_dir, tmp_path):
     (broken / "database_workload.json").write_text((tuned_work_dir / "database_workload.json").read_text())
     records = (tuned_work_dir / "database_tuning_record.json").read_text().splitlines()
     records.insert(2, '[0, [["truncated')
+    records.insert(3, '[0, [[[], []], ["fast"], {"kind": "llvm"}, []]]')
     (broken / "database_tuning_record.json").write_text("\n".join(records) + "\n")
     summary = import_work_dir(Dataset(tmp_path / "ds"), broken)
     assert summary.imported == 8
-    assert summary.skipped == {"corrupt tuning record line": 1}
+    assert summary.skipped == {"corrupt tuning record line": 1, "run_secs is not a list of numbers": 1}
     assert "database_tuning_record.json:3" in summary.examples[0]
 
 

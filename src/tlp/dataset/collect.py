@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 from tqdm import tqdm
 
 from tlp._tvm import ms, tvm
-from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.dataset.measure import BatchStats, MeasureConfig, Measurer
 from tlp.dataset.sampler import (
     CandidateSampler,
     EmptyDesignSpaceError,
@@ -60,6 +60,24 @@ class CollectSummary:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _measurement_meta(source: str, phash: str, stamp: str, stats: BatchStats, batch_size: int) -> dict[str, Any]:
+    """What we keep about one measurement beyond MetaSchedule's record (see store.py)."""
+    return {
+        "source": source,
+        "program_hash": phash,
+        "time": stamp,
+        "foreign_load": round(stats.foreign_load, 4),
+        "batch_build_s": round(stats.build_s, 3),
+        "batch_run_s": round(stats.run_s, 3),
+        "batch_size": batch_size,
+    }
+
+
+def _clip_error(error: str | None) -> str | None:
+    """Build/run errors can be whole tracebacks; the end says what went wrong."""
+    return None if error is None else error[-2000:]
 
 
 def _now() -> str:
@@ -239,17 +257,9 @@ def _measure_batch(
     stamp = _now()
     programs = []
     for (candidate, trace, phash), result in zip(fresh, results):
-        meta = {
-            "source": source,
-            "program_hash": phash,
-            "time": stamp,
-            "foreign_load": round(stats.foreign_load, 4),
-            "batch_build_s": round(stats.build_s, 3),
-            "batch_run_s": round(stats.run_s, 3),
-            "batch_size": len(fresh),
-        }
-        error = None if result.error is None else result.error[-2000:]
-        programs.append(MeasuredProgram(task.key, trace, args_info_json(candidate), result.run_secs, error, meta))
+        meta = _measurement_meta(source, phash, stamp, stats, len(fresh))
+        programs.append(MeasuredProgram(task.key, trace, args_info_json(candidate), result.run_secs,
+                                        _clip_error(result.error), meta))
     return programs
 
 
@@ -311,20 +321,11 @@ def remeasure(
                 stamp = _now()
                 programs = []
                 for program, candidate, result in zip(batch, candidates, results):
-                    meta = {
-                        "source": "remeasure" if same_platform else f"transfer:{source.platform.id}",
-                        "program_hash": program.meta.get("program_hash") or program_hash(candidate),
-                        "time": stamp,
-                        "foreign_load": round(stats.foreign_load, 4),
-                        "batch_build_s": round(stats.build_s, 3),
-                        "batch_run_s": round(stats.run_s, 3),
-                        "batch_size": len(batch),
-                    }
-                    error = None if result.error is None else result.error[-2000:]
-                    programs.append(
-                        MeasuredProgram(program.workload_key, program.trace_json, program.args_info, result.run_secs,
-                                        error, meta)
-                    )
+                    meta = _measurement_meta(
+                        "remeasure" if same_platform else f"transfer:{source.platform.id}",
+                        program.meta.get("program_hash") or program_hash(candidate), stamp, stats, len(batch))
+                    programs.append(MeasuredProgram(program.workload_key, program.trace_json, program.args_info,
+                                                    result.run_secs, _clip_error(result.error), meta))
                 target_store.append(programs)
                 summary.measured += len(programs)
                 summary.valid += sum(p.latency is not None for p in programs)

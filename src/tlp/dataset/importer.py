@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tlp._tvm import ms
-from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, ReadReport
+from tlp.dataset.store import BadRecord, Dataset, DatasetError, MeasuredProgram, ReadReport, parse_record_line
 from tlp.platform import Platform
 from tlp.workloads.task import flop_count
 
@@ -62,11 +62,11 @@ def import_work_dir(
         if not line.strip():
             continue
         try:
-            index, (trace_json, run_secs, target, args_info) = json.loads(line)
-            workload = workloads[index]
-        except (json.JSONDecodeError, ValueError, TypeError, IndexError):
-            report.skip(location, "corrupt tuning record line")
+            index, trace_json, run_secs, target, args_info = parse_record_line(line)
+        except BadRecord as error:
+            report.skip(location, str(error))
             continue
+        workload = workloads[index] if index < len(workloads) else None
         if workload is None:
             report.skip(location, "record of a corrupt workload")
             continue

@@ -44,6 +44,26 @@ def trace_id(workload_key: str, trace_json: Any) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
 
+class BadRecord(ValueError):
+    """One unusable line of a MetaSchedule tuning-record table; the message is the reason."""
+
+
+def parse_record_line(line: str) -> tuple[int, Any, list[float] | None, Any, Any]:
+    """A MetaSchedule tuning-record line -> ``(workload index, trace, run_secs, target, args_info)``."""
+    try:
+        workload_index, (trace_json, run_secs, target, args_info) = json.loads(line)
+    except (json.JSONDecodeError, ValueError, TypeError):
+        raise BadRecord("corrupt tuning record line") from None
+    if not isinstance(workload_index, int) or workload_index < 0:
+        raise BadRecord("corrupt tuning record line")
+    if run_secs is not None and not (
+        isinstance(run_secs, list) and run_secs and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in run_secs)
+    ):
+        raise BadRecord("run_secs is not a list of numbers")
+    return workload_index, trace_json, run_secs, target, args_info
+
+
 @dataclass
 class MeasuredProgram:
     """One candidate that went through build and run: a latency list (repeats, seconds) or an error."""
@@ -233,16 +253,14 @@ class PlatformStore:
         seen: Counter = Counter()
         for location, line in self.records.lines():
             try:
-                workload_index, (trace_json, run_secs, _target, args_info) = json.loads(line)
-                key = keys[workload_index]
-            except (json.JSONDecodeError, ValueError, TypeError, IndexError):
+                workload_index, trace_json, run_secs, _target, args_info = parse_record_line(line)
+            except BadRecord as error:
+                report.skip(location, str(error))
+                continue
+            if workload_index >= len(keys):
                 report.skip(location, "corrupt tuning record line")
                 continue
-            if run_secs is not None and not (
-                isinstance(run_secs, list) and run_secs and all(isinstance(x, (int, float)) for x in run_secs)
-            ):
-                report.skip(location, "run_secs is not a list of numbers")
-                continue
+            key = keys[workload_index]
             program = MeasuredProgram(key, trace_json, args_info, run_secs)
             entries = metas.get(program.id, [])
             occurrence = seen[program.id]
