@@ -1,0 +1,49 @@
+"""Training losses. Labels are per-task normalized throughput: min latency of the task / latency, in (0, 1].
+
+A cost model inside a search only has to *order* the candidates of one task, so TLP trains with LambdaRank: a
+pairwise logistic loss whose pairs are weighted by how much swapping them would change the NDCG of the task's
+ranking. Pairs never mix tasks. MSE on the labels is the regression baseline.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def _groups(group_ids: torch.Tensor) -> list[torch.Tensor]:
+    return [torch.nonzero(group_ids == g, as_tuple=True)[0] for g in torch.unique(group_ids)]
+
+
+def lambdarank_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor,
+                    sigma: float = 1.0) -> torch.Tensor:
+    """Mean over tasks of the NDCG-weighted pairwise logistic loss within each task."""
+    losses = []
+    for index in _groups(group_ids):
+        if index.numel() < 2:
+            continue  # a single program has no pair to rank
+        s, y = scores[index], labels[index]
+        with torch.no_grad():
+            rank = torch.empty_like(s)
+            rank[torch.argsort(s, descending=True)] = torch.arange(1, s.numel() + 1, dtype=s.dtype, device=s.device)
+            discount = 1.0 / torch.log2(1.0 + rank)
+            ideal = (torch.sort(y, descending=True).values / torch.log2(
+                2.0 + torch.arange(s.numel(), dtype=s.dtype, device=s.device))).sum().clamp_min(1e-12)
+            delta = (y[:, None] - y[None, :]).abs() * (discount[:, None] - discount[None, :]).abs() / ideal
+            better = (y[:, None] > y[None, :]).to(s.dtype)
+            weight = delta * better
+        if weight.sum() <= 0:
+            continue  # all labels equal: nothing to learn from this task
+        pair_loss = F.softplus(-sigma * (s[:, None] - s[None, :]))
+        losses.append((weight * pair_loss).sum() / weight.sum())
+    if not losses:
+        return scores.sum() * 0.0
+    return torch.stack(losses).mean()
+
+
+def mse_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    del group_ids  # regression treats programs independently
+    return F.mse_loss(scores, labels)
+
+
+LOSSES = {"lambdarank": lambdarank_loss, "mse": mse_loss}
