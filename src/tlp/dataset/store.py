@@ -127,6 +127,7 @@ class PlatformStore:
         self.measurements = Table(self.path / self.MEASUREMENTS)
         self._lock_handle: Any = None
         self._workload_index: dict[str, int] | None = None
+        self._workloads_json: dict[str, list[Any]] | None = None
 
     # ---- opening -------------------------------------------------------------------------------------------
     @staticmethod
@@ -201,11 +202,12 @@ class PlatformStore:
         return self._workload_index
 
     def workload_json(self, key: str) -> list[Any]:
-        for _, line in self.workloads.lines():
-            entry = json.loads(line)
-            if str(entry[0]) == key:
-                return entry
-        raise DatasetError(f"{self.workloads.tail}: no workload {key}")
+        """MetaSchedule's JSON of one workload (the table is read once, then served from memory)."""
+        if self._workloads_json is None or key not in self._workloads_json:
+            self._workloads_json = {str(entry[0]): entry for entry in (json.loads(l) for _, l in self.workloads.lines())}
+        if key not in self._workloads_json:
+            raise DatasetError(f"{self.workloads.tail}: no workload {key}")
+        return self._workloads_json[key]
 
     def add_workload(self, workload_json: list[Any]) -> int:
         """Add a task's workload (MetaSchedule JSON) if new; return its index."""

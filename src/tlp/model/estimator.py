@@ -1,0 +1,204 @@
+"""``TLPModel``: featurizer + network behind a scikit-learn-like fit / predict / save / load.
+
+A checkpoint carries everything needed to featurize and predict (feature config and vocabularies, model config,
+platforms, dataset hash, metrics) and loads without executing pickle (``torch.load(weights_only=True)``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from tlp import __version__
+from tlp.features.featurizer import FEATURE_VERSION, FeatureConfig, TraceFeaturizer
+from tlp.features.tensors import LabeledPrograms
+from tlp.model.losses import LOSSES
+from tlp.model.network import ModelConfig, TLPNet
+
+CHECKPOINT_FORMAT = "tlp-checkpoint-1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used by this version of TLP."""
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 60
+    tasks_per_batch: int = 8
+    lr: float = 7e-4
+    weight_decay: float = 1e-6
+    loss: str = "lambdarank"
+    patience: int = 10
+    val_fraction: float = 0.15
+    seed: int = 0
+    device: str = "auto"
+
+
+@dataclass
+class TrainHistory:
+    epochs: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int = -1
+    best_val_top1: float = float("nan")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def top_k_score(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray, k: int = 1,
+                weights: dict[int, float] | None = None) -> float:
+    """TenSet's top-k score over tasks: Σ w·best latency / Σ w·(best latency among the k top-scored programs)."""
+    numerator = denominator = 0.0
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        chosen = index[np.argsort(-scores[index], kind="stable")[:k]]
+        weight = 1.0 if weights is None else weights.get(int(group), 1.0)
+        numerator += weight * latencies[index].min()
+        denominator += weight * latencies[chosen].min()
+    return numerator / denominator if denominator else float("nan")
+
+
+class TLPModel:
+    """The TLP cost model: ``fit`` on labeled programs, ``predict`` scores (higher = faster) for traces."""
+
+    def __init__(self, feature_config: FeatureConfig | None = None, model_config: ModelConfig | None = None,
+                 train_config: TrainConfig | None = None) -> None:
+        self.featurizer = TraceFeaturizer(feature_config or FeatureConfig())
+        self.model_config = model_config or ModelConfig()
+        self.train_config = train_config or TrainConfig()
+        self.net: TLPNet | None = None
+        self.meta: dict[str, Any] = {}
+
+    # ---- training ------------------------------------------------------------------------------------------
+    def _device(self) -> torch.device:
+        wanted = self.train_config.device
+        if wanted == "auto":
+            wanted = "cuda" if torch.cuda.is_available() else "cpu"
+        return torch.device(wanted)
+
+    def fit(self, programs: LabeledPrograms, progress: bool = True,
+            on_epoch: Callable[[dict[str, float]], None] | None = None) -> TrainHistory:
+        """Train on ``programs``; a random ``val_fraction`` of its *tasks* is held out for early stopping."""
+        cfg = self.train_config
+        seed_everything(cfg.seed)
+        self.featurizer.fit(programs.traces)
+        self.model_config = ModelConfig(**{**asdict(self.model_config), "kind_vocab": len(self.featurizer.kinds),
+                                           "string_vocab": len(self.featurizer.strings)})
+        features = torch.from_numpy(programs.featurize(self.featurizer))
+        labels = torch.from_numpy(programs.labels())
+        groups = programs.group_ids()
+        tasks = np.unique(groups)
+        rng = np.random.default_rng(cfg.seed)
+        val_tasks = set(rng.choice(tasks, size=max(1, int(round(cfg.val_fraction * len(tasks)))), replace=False))
+        train_tasks = np.array([t for t in tasks if t not in val_tasks])
+        val_mask = np.isin(groups, list(val_tasks))
+        device = self._device()
+        self.net = TLPNet(self.featurizer.config, self.model_config).to(device)
+        optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        loss_fn = LOSSES[cfg.loss]
+        history = TrainHistory()
+        best_state, since_best = None, 0
+        task_index = {t: np.nonzero(groups == t)[0] for t in tasks}
+        bar = tqdm(range(cfg.epochs), disable=not progress, desc="train", unit="epoch")
+        for epoch in bar:
+            self.net.train()
+            order = rng.permutation(train_tasks)
+            losses = []
+            for start in range(0, len(order), cfg.tasks_per_batch):
+                index = np.concatenate([task_index[t] for t in order[start : start + cfg.tasks_per_batch]])
+                x, y = features[index].to(device), labels[index].to(device)
+                g = torch.from_numpy(groups[index]).to(device)
+                optimizer.zero_grad()
+                loss = loss_fn(self.net(x), y, g)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+            val_scores = self._scores(features[val_mask], device)
+            val_top1 = top_k_score(val_scores, programs.latencies[val_mask], groups[val_mask], k=1)
+            row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"),
+                   "val_top1": val_top1}
+            history.epochs.append(row)
+            bar.set_postfix(loss=f"{row['train_loss']:.4f}", val_top1=f"{val_top1:.4f}")
+            if on_epoch:
+                on_epoch(row)
+            if not history.best_epoch >= 0 or val_top1 > history.best_val_top1:
+                history.best_epoch, history.best_val_top1 = epoch, val_top1
+                best_state, since_best = copy.deepcopy(self.net.state_dict()), 0
+            else:
+                since_best += 1
+                if since_best >= cfg.patience:
+                    break
+        if best_state is not None:
+            self.net.load_state_dict(best_state)
+        self.net.to("cpu").eval()
+        self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
+                          "train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
+                          "val_tasks": int(len(val_tasks))})
+        return history
+
+    def _scores(self, features: torch.Tensor, device: torch.device, batch: int = 4096) -> np.ndarray:
+        assert self.net is not None
+        self.net.eval()
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(features), batch):
+                out.append(self.net(features[start : start + batch].to(device)).float().cpu())
+        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+
+    # ---- inference -----------------------------------------------------------------------------------------
+    def predict_features(self, features: np.ndarray) -> np.ndarray:
+        if self.net is None:
+            raise RuntimeError("the model is not trained or loaded")
+        return self._scores(torch.from_numpy(features), next(self.net.parameters()).device)
+
+    def predict(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None
+                ) -> np.ndarray:
+        """Scores for MetaSchedule traces (JSON form); higher means faster."""
+        return self.predict_features(self.featurizer.transform(traces, extents))
+
+    # ---- persistence ---------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        if self.net is None:
+            raise RuntimeError("nothing to save: the model is not trained")
+        meta = {"format": CHECKPOINT_FORMAT, "tlp_version": __version__, "feature_version": FEATURE_VERSION,
+                "featurizer": self.featurizer.to_json(), "model_config": self.model_config.to_json(),
+                "train_config": asdict(self.train_config), **self.meta}
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"meta": json.dumps(meta), "state": self.net.state_dict()}, str(path))
+
+    @staticmethod
+    def load(path: str | Path) -> "TLPModel":
+        try:
+            payload = torch.load(str(path), map_location="cpu", weights_only=True)
+            meta = json.loads(payload["meta"])
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: no such checkpoint") from None
+        except Exception as error:  # pylint: disable=broad-except  # any unreadable file gets the same message
+            raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
+        if meta.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+        if meta.get("feature_version") != FEATURE_VERSION:
+            raise CheckpointError(f"{path}: made with feature version {meta.get('feature_version')}, this TLP "
+                                  f"featurizes with version {FEATURE_VERSION}; retrain or use a matching TLP")
+        model = TLPModel(model_config=ModelConfig(**meta["model_config"]),
+                         train_config=TrainConfig(**meta.get("train_config", {})))
+        model.featurizer = TraceFeaturizer.from_json(meta["featurizer"])
+        if len(model.featurizer.kinds) != model.model_config.kind_vocab or len(
+                model.featurizer.strings) != model.model_config.string_vocab:
+            raise CheckpointError(f"{path}: the stored vocabulary does not match the network's embedding tables")
+        model.net = TLPNet(model.featurizer.config, model.model_config)
+        model.net.load_state_dict(payload["state"])
+        model.net.eval()
+        model.meta = {k: v for k, v in meta.items() if k not in ("featurizer", "model_config", "train_config")}
+        return model
