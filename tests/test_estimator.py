@@ -1,0 +1,81 @@
+"""TLPModel on real measured programs: fit, predict, checkpoints."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tlp.features.tensors import load_programs
+from tlp.model.estimator import CheckpointError, TLPModel, TrainConfig, top_k_score
+from tlp.model.network import ModelConfig
+
+
+@pytest.fixture(scope="module")
+def trained(collected, host_platform):
+    dataset, _ = collected
+    programs = load_programs(dataset, host_platform.id)
+    model = TLPModel(model_config=ModelConfig(hidden=32, heads=4),
+                     train_config=TrainConfig(epochs=3, val_fraction=0.5, seed=3))
+    history = model.fit(programs, progress=False)
+    return model, programs, history
+
+
+def test_fit_trains_and_keeps_the_best_epoch(trained):
+    model, programs, history = trained
+    assert len(history.epochs) == 3 and 0 <= history.best_epoch < 3
+    assert model.meta["train_tasks"] + model.meta["val_tasks"] == len(set(programs.task_keys))
+    scores = model.predict(programs.traces, [programs.extents[k] for k in programs.task_keys])
+    assert scores.shape == (len(programs.traces),) and np.isfinite(scores).all()
+
+
+def test_training_is_deterministic_with_a_seed(collected, host_platform, trained):
+    model, programs, _ = trained
+    again = TLPModel(model_config=ModelConfig(hidden=32, heads=4),
+                     train_config=TrainConfig(epochs=3, val_fraction=0.5, seed=3))
+    again.fit(programs, progress=False)
+    features = programs.featurize(model.featurizer)
+    assert np.allclose(again.predict_features(features), model.predict_features(features), atol=1e-5)
+
+
+def test_checkpoint_round_trip_without_pickle(trained, tmp_path):
+    model, programs, _ = trained
+    path = tmp_path / "model.pt"
+    model.save(path)
+    payload = torch.load(str(path), weights_only=True)  # plain tensors and a JSON string: no code runs
+    assert json.loads(payload["meta"])["featurizer"]["kinds"]
+    loaded = TLPModel.load(path)
+    features = programs.featurize(model.featurizer)
+    assert np.allclose(loaded.predict_features(features), model.predict_features(features), atol=1e-6)
+
+
+def test_bad_checkpoints_are_clear_errors(trained, tmp_path):
+    model, _, _ = trained
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a TLP checkpoint"):
+        TLPModel.load(tmp_path / "junk.pt")
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        TLPModel.load(tmp_path / "missing.pt")
+    model.save(tmp_path / "ok.pt")
+    payload = torch.load(str(tmp_path / "ok.pt"), weights_only=True)
+    meta = json.loads(payload["meta"])
+    meta["feature_version"] = 0
+    torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / "old.pt"))
+    with pytest.raises(CheckpointError, match="feature version 0"):
+        TLPModel.load(tmp_path / "old.pt")
+    meta["feature_version"] = json.loads(payload["meta"])["feature_version"]
+    meta["featurizer"]["kinds"] = meta["featurizer"]["kinds"][:-1]
+    torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / "vocab.pt"))
+    with pytest.raises(CheckpointError, match="vocabulary does not match"):
+        TLPModel.load(tmp_path / "vocab.pt")
+
+
+def test_top_k_score_matches_its_definition():
+    latencies = np.array([1.0, 2.0, 4.0, 10.0, 5.0])
+    groups = np.array([0, 0, 0, 1, 1])
+    perfect = np.array([3.0, 2.0, 1.0, 0.0, 1.0])
+    assert top_k_score(perfect, latencies, groups, 1) == 1.0
+    worst = -perfect
+    assert top_k_score(worst, latencies, groups, 1) == pytest.approx((1 + 5) / (4 + 10))
+    assert top_k_score(worst, latencies, groups, 2) == pytest.approx((1 + 5) / (2 + 5))
+    assert top_k_score(worst, latencies, groups, 1, weights={0: 3.0, 1: 1.0}) == pytest.approx((3 + 5) / (12 + 10))
