@@ -50,3 +50,21 @@ def test_workloads_list_without_extraction():
     result = run("workloads", "list", "--no-count", "--json")
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert rows["resnet50"]["split"] == "test" and rows["conv2d_nchw"]["kind"] == "operators"
+
+
+def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
+    dataset, _ = collected
+    out = tmp_path / "model.pt"
+    result = run("train", str(dataset.path), "--out", str(out), "--epochs", "2", "--hidden", "16", "-q")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["train_tasks"] >= 1 and out.exists()
+    from tlp.model.estimator import TLPModel
+
+    meta = TLPModel.load(out).meta
+    assert meta["platforms"] and meta["dataset_hash"] and "resnet50" in meta["held_out_networks"]
+
+
+def test_train_refuses_an_empty_dataset(tmp_path):
+    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"))
+    assert result.returncode == 2 and "choose one with --platform" in result.stderr

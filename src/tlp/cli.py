@@ -2,6 +2,7 @@
 
     tlp workloads list                       what can be tuned/measured, with task counts
     tlp collect --workloads W --dataset D    measure programs (resumable; --remeasure-* for re-measurement)
+    tlp train DATASET --out MODEL            train a TLP model (held-out networks excluded)
     tlp dataset info|import|seal|export      inspect and manage datasets
 """
 
@@ -13,6 +14,8 @@ import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from tlp import TLPError
 
 DEFAULT_DATASET = "datasets/tlp-cpu"
 
@@ -128,6 +131,43 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    import hashlib
+
+    from tlp.dataset.store import Dataset, DatasetError
+    from tlp.features.featurizer import FeatureConfig
+    from tlp.features.tensors import load_programs
+    from tlp.model.estimator import TLPModel, TrainConfig
+    from tlp.model.network import ModelConfig
+    from tlp.workloads import held_out_networks
+
+    dataset = Dataset(args.dataset)
+    platforms = dataset.platform_ids()
+    platform_id = args.platform or (platforms[0] if len(platforms) == 1 else None)
+    if platform_id is None:
+        raise DatasetError(f"{args.dataset}: {len(platforms)} platforms ({', '.join(platforms) or 'none'}); "
+                           "choose one with --platform")
+    programs = load_programs(dataset, platform_id)
+    train, test = programs.split_by_network(set(held_out_networks()))
+    if len(set(train.task_keys)) < 2:
+        raise DatasetError(f"{args.dataset}: fewer than 2 trainable tasks outside the held-out networks")
+    store = dataset.store(platform_id)
+    digest = hashlib.sha1()
+    for _, line in store.records.lines():
+        digest.update(line.encode())
+    model = TLPModel(FeatureConfig(seq_len=args.seq_len), ModelConfig(arch=args.arch, hidden=args.hidden),
+                     TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
+    history = model.fit(train, progress=not args.quiet)
+    model.meta.update({"platforms": [platform_id], "dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
+                       "held_out_networks": held_out_networks(), "skipped": dict(programs.skipped),
+                       "test_programs_excluded": len(test.traces)})
+    model.save(args.out)
+    print(json.dumps({"out": args.out, "best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
+                      "train_tasks": model.meta["train_tasks"], "skipped": dict(programs.skipped)}, indent=1))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tlp", description="TLP: learned cost models for TVM MetaSchedule")
     parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own log lines")
@@ -167,6 +207,20 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     collect.set_defaults(func=cmd_collect)
 
+    train = verbs.add_parser("train", help="train a TLP model on a dataset (held-out networks excluded)")
+    train.add_argument("dataset", nargs="?", default=DEFAULT_DATASET)
+    train.add_argument("--out", required=True, help="checkpoint file to write")
+    train.add_argument("--platform", help="platform id (needed when the dataset has several)")
+    train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
+    train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "mse"])
+    train.add_argument("--epochs", type=int, default=60)
+    train.add_argument("--hidden", type=int, default=256)
+    train.add_argument("--seq-len", type=int, default=64)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", default="auto", help="auto (GPU when present), cpu or cuda")
+    train.add_argument("-q", "--quiet", action="store_true")
+    train.set_defaults(func=cmd_train)
+
     dataset = verbs.add_parser("dataset", help="inspect and manage datasets").add_subparsers(dest="action",
                                                                                               required=True)
     info = dataset.add_parser("info", help="counts and noise of a dataset")
@@ -199,15 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         # MetaSchedule logs every evolutionary-search step at INFO; that drowns the progress bar.
         logging.getLogger("tvm").setLevel(logging.WARNING)
-    # pylint: disable=import-outside-toplevel
-    from tlp.dataset.measure import MeasureError
-    from tlp.dataset.store import DatasetError
-    from tlp.platform import TargetError
-    from tlp.workloads import UnknownWorkloadError
-
     try:
         return int(args.func(args) or 0)
-    except (DatasetError, TargetError, UnknownWorkloadError, MeasureError) as error:
+    except TLPError as error:
         print(f"tlp: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

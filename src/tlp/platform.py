@@ -16,11 +16,13 @@ from typing import Any
 
 import psutil
 
+from tlp import TLPError
+
 # ISA flags that change what LLVM can emit or how fast it runs; the rest of /proc/cpuinfo's flags is noise.
 _RELEVANT_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|f16c|avx512\w*|avx_vnni\w*|amx\w*|neon|asimd\w*|sve\w*)$")
 
 
-class TargetError(ValueError):
+class TargetError(TLPError, ValueError):
     """A target given by the user cannot be used."""
 
 

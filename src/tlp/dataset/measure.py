@@ -18,10 +18,11 @@ from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params
 from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func as _builder_worker
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
+from tlp import TLPError
 from tlp._tvm import alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms, tvm
 
 
-class MeasureError(RuntimeError):
+class MeasureError(TLPError, RuntimeError):
     """The measurement infrastructure itself (not one program) is unusable."""
 
 

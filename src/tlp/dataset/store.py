@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from tlp import TLPError
 from tlp.dataset.table import Table
 from tlp.platform import Platform
 
@@ -34,7 +35,7 @@ from tlp.platform import Platform
 FAILED_LATENCY_S = 1e9
 
 
-class DatasetError(RuntimeError):
+class DatasetError(TLPError, RuntimeError):
     """The dataset on disk cannot be used as asked; the message names the file and what is wrong."""
 
 

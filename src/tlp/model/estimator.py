@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from tlp import __version__
+from tlp import TLPError, __version__
 from tlp.features.featurizer import FEATURE_VERSION, FeatureConfig, TraceFeaturizer
 from tlp.features.tensors import LabeledPrograms
 from tlp.model.losses import LOSSES
@@ -26,7 +26,7 @@ from tlp.model.network import ModelConfig, TLPNet
 CHECKPOINT_FORMAT = "tlp-checkpoint-1"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(TLPError, ValueError):
     """A checkpoint that cannot be used by this version of TLP."""
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from tlp import TLPError
 from tlp.workloads.operators import OPERATORS, operator_families
 from tlp.workloads.task import Task
 
 GROUPS = ("ops", "networks", "train", "test", "all")
 
 
-class UnknownWorkloadError(ValueError):
+class UnknownWorkloadError(TLPError, ValueError):
     """A workload name that is neither a network, an operator, a family nor a group."""
 
 
