@@ -100,7 +100,8 @@ def interleave_by_network(tasks: list[Task]) -> list[Task]:
     """
     by_network: dict[str, list[Task]] = defaultdict(list)
     for task in tasks:
-        by_network[task.network].append(task)
+        # All operator families form one group: they take one turn per round, like one network.
+        by_network["op:" if task.network.startswith("op:") else task.network].append(task)
     for group in by_network.values():
         group.sort(key=lambda t: -t.weight * max(flop_count(t.mod), 1.0))
     ordered: list[Task] = []
