@@ -28,7 +28,7 @@ from tlp.dataset.sampler import (
 )
 from tlp.dataset.store import Dataset, MeasuredProgram, PlatformStore
 from tlp.platform import Platform
-from tlp.workloads.task import Task, flop_count
+from tlp.workloads.task import Task
 
 log = logging.getLogger("tlp.collect")
 
@@ -103,7 +103,7 @@ def interleave_by_network(tasks: list[Task]) -> list[Task]:
         # All operator families form one group: they take one turn per round, like one network.
         by_network["op:" if task.network.startswith("op:") else task.network].append(task)
     for group in by_network.values():
-        group.sort(key=lambda t: -t.weight * max(flop_count(t.mod), 1.0))
+        group.sort(key=lambda t: -t.weight * max(t.flops, 1.0))
     ordered: list[Task] = []
     for rank in range(max((len(g) for g in by_network.values()), default=0)):
         ordered.extend(group[rank] for group in by_network.values() if rank < len(group))
@@ -112,13 +112,7 @@ def interleave_by_network(tasks: list[Task]) -> list[Task]:
 
 def register(dataset: Dataset, tasks: list[Task]) -> None:
     """Record every (task, network, weight) occurrence in the dataset's catalogue."""
-    flops: dict[str, float] = {}
-    entries = []
-    for task in tasks:
-        if task.key not in flops:
-            flops[task.key] = flop_count(task.mod)
-        entries.append((task.key, task.name, task.network, task.weight, flops[task.key]))
-    dataset.register_tasks(entries)
+    dataset.register_tasks([(task.key, task.name, task.network, task.weight, task.flops) for task in tasks])
 
 
 class _StoreState:
@@ -289,7 +283,7 @@ def remeasure(
     with target_store:
         done = target_store.latest_programs()
         todo = []
-        for program in source.latest_programs().values():
+        for program in (done if same_platform else source.latest_programs()).values():
             existing = done.get(program.id)
             if same_platform:
                 load = (existing.meta.get("foreign_load") if existing else None) or 0.0

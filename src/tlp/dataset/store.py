@@ -354,7 +354,16 @@ class Dataset:
             raise DatasetError(f"{path}: corrupt task catalogue ({error}); restore it from git") from None
 
     def register_tasks(self, entries: list[tuple[str, str, str, int, float]]) -> None:
-        """Add ``(key, name, network, weight, flops)`` occurrences to the catalogue (atomic rewrite)."""
+        """Add ``(key, name, network, weight, flops)`` occurrences to the catalogue (atomic rewrite).
+
+        Collectors of different platforms share the catalogue, so the read-modify-write holds a file lock.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / ".catalogue.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._register_locked(entries)
+
+    def _register_locked(self, entries: list[tuple[str, str, str, int, float]]) -> None:
         catalogue = self.catalogue()
         changed = False
         for key, name, network, weight, flops in entries:

@@ -27,6 +27,11 @@ class Task:
         """MetaSchedule's JSON form of the workload: ``[structural hash, base64 IRModule]``."""
         return list(ms.database.Workload(self.mod).as_json())
 
+    @cached_property
+    def flops(self) -> float:
+        """Floating-point operations of one run (0 when TVM cannot count them)."""
+        return flop_count(self.mod)
+
     @property
     def key(self) -> str:
         """MetaSchedule's structural hash of the module: the identity of the task across networks and datasets."""
