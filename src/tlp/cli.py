@@ -3,6 +3,7 @@
     tlp workloads list                       what can be tuned/measured, with task counts
     tlp collect --workloads W --dataset D    measure programs (resumable; --remeasure-* for re-measurement)
     tlp train DATASET --out MODEL            train a TLP model (held-out networks excluded)
+    tlp eval --model MODEL --dataset DATASET top-k on held-out networks vs MetaSchedule XGB/MLP and random
     tlp dataset info|import|seal|export      inspect and manage datasets
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from tlp import TLPError
 
 DEFAULT_DATASET = "datasets/tlp-cpu"
+DEFAULT_MODEL = "models/tlp-cpu.pt"
 
 
 def _add_target_args(parser: argparse.ArgumentParser) -> None:
@@ -131,6 +133,19 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _platform_of(dataset: Any, requested: str | None) -> str:
+    """The requested platform, else the dataset's only one."""
+    from tlp.dataset.store import DatasetError  # pylint: disable=import-outside-toplevel
+
+    if requested:
+        return requested
+    platforms = dataset.platform_ids()
+    if len(platforms) != 1:
+        raise DatasetError(f"{dataset.path}: {len(platforms)} platforms ({', '.join(platforms) or 'none'}); "
+                           "choose one with --platform")
+    return platforms[0]
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     import hashlib
@@ -143,11 +158,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tlp.workloads import held_out_networks
 
     dataset = Dataset(args.dataset)
-    platforms = dataset.platform_ids()
-    platform_id = args.platform or (platforms[0] if len(platforms) == 1 else None)
-    if platform_id is None:
-        raise DatasetError(f"{args.dataset}: {len(platforms)} platforms ({', '.join(platforms) or 'none'}); "
-                           "choose one with --platform")
+    platform_id = _platform_of(dataset, args.platform)
     programs = load_programs(dataset, platform_id)
     train, test = programs.split_by_network(set(held_out_networks()))
     if len(set(train.task_keys)) < 2:
@@ -159,12 +170,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     model = TLPModel(FeatureConfig(seq_len=args.seq_len), ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
     history = model.fit(train, progress=not args.quiet)
-    model.meta.update({"platforms": [platform_id], "dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
+    model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
                        "held_out_networks": held_out_networks(), "skipped": dict(programs.skipped),
                        "test_programs_excluded": len(test.traces)})
     model.save(args.out)
     print(json.dumps({"out": args.out, "best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
                       "train_tasks": model.meta["train_tasks"], "skipped": dict(programs.skipped)}, indent=1))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset
+    from tlp.evaluation import evaluate, format_table, plot
+    from tlp.model.estimator import TLPModel
+    from tlp.workloads import held_out_networks
+
+    model = TLPModel.load(args.model)
+    dataset = Dataset(args.dataset)
+    platform_id = _platform_of(dataset, args.platform or (model.meta.get("platforms") or [None])[0])
+    baselines = [b for b in args.baselines.split(",") if b]
+    networks = args.networks.split(",") if args.networks else held_out_networks()
+    results = evaluate(dataset, platform_id, model, baselines + ["random"] * ("random" not in baselines), networks,
+                       seed=args.seed)
+    if args.plot:
+        plot(results, args.plot)
+    print(json.dumps(results, indent=1) if args.json else format_table(results))
     return 0
 
 
@@ -220,6 +251,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", default="auto", help="auto (GPU when present), cpu or cuda")
     train.add_argument("-q", "--quiet", action="store_true")
     train.set_defaults(func=cmd_train)
+
+    evaluate = verbs.add_parser("eval", help="top-k scores on held-out networks vs MetaSchedule's models")
+    evaluate.add_argument("--model", default=DEFAULT_MODEL, help=f"checkpoint (default {DEFAULT_MODEL})")
+    evaluate.add_argument("--dataset", default=DEFAULT_DATASET)
+    evaluate.add_argument("--platform", help="platform id (default: the model's)")
+    evaluate.add_argument("--baselines", default="xgb,mlp", help="comma-separated: xgb, mlp, random")
+    evaluate.add_argument("--networks", help="test networks (default: the held-out networks)")
+    evaluate.add_argument("--plot", help="write a PNG bar chart of top-1/top-5 per network and model")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(func=cmd_eval)
 
     dataset = verbs.add_parser("dataset", help="inspect and manage datasets").add_subparsers(dest="action",
                                                                                               required=True)

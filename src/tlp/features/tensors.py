@@ -28,6 +28,7 @@ class LabeledPrograms:
     extents: dict[str, dict[str, list[int]]]
     catalogue: dict[str, dict[str, Any]]
     skipped: Counter = field(default_factory=Counter)
+    platform_id: str = ""
 
     def labels(self) -> np.ndarray:
         """min latency of the program's task / its latency."""
@@ -42,7 +43,8 @@ class LabeledPrograms:
     def subset(self, keep: np.ndarray) -> "LabeledPrograms":
         index = np.nonzero(keep)[0]
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index],
-                               [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(self.skipped))
+                               [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(self.skipped),
+                               self.platform_id)
 
     def split_by_network(self, test_networks: set[str]) -> tuple["LabeledPrograms", "LabeledPrograms"]:
         """(train, test): a task that appears in any test network is a test task, never a training one."""
@@ -84,4 +86,5 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
     extents = {}
     for key in set(keys):
         extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)
-    return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped)
+    return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped,
+                           platform_id)

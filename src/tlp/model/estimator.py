@@ -142,7 +142,8 @@ class TLPModel:
         if best_state is not None:
             self.net.load_state_dict(best_state)
         self.net.to("cpu").eval()
-        self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
+        self.meta.update({"platforms": [programs.platform_id] if programs.platform_id else [],
+                          "best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
                           "train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
                           "val_tasks": int(len(val_tasks))})
         return history

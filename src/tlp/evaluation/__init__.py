@@ -1,0 +1,121 @@
+"""``tlp eval``: TenSet-style top-k scores of TLP and baselines on the held-out networks, same records for all.
+
+For a network N with tasks t (weights w_t = how often t runs in N):
+``top-k(N) = Σ_t w_t · best latency of t / Σ_t w_t · (best true latency among the model's k top-ranked programs of t)``.
+Also reported: pairwise ranking accuracy within tasks. Every model is trained on the same training records
+(tasks of the held-out networks never appear there) and scored on the same test records.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from tlp.dataset.store import Dataset, DatasetError
+from tlp.features.tensors import LabeledPrograms, load_programs
+from tlp.model.estimator import top_k_score
+
+
+def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray) -> float:
+    """Share of same-task pairs with different latencies that the scores order correctly (faster = higher)."""
+    correct = total = 0
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        s, lat = scores[index], latencies[index]
+        faster = lat[:, None] < lat[None, :]
+        total += int(faster.sum())
+        correct += int((faster & (s[:, None] > s[None, :])).sum())
+    return correct / total if total else float("nan")
+
+
+def score_models(programs: LabeledPrograms, scores: np.ndarray, networks: list[str]) -> dict[str, Any]:
+    """top-1, top-5 and pairwise accuracy per network, and their means over networks."""
+    groups = programs.group_ids()
+    per_network: dict[str, Any] = {}
+    for network in networks:
+        in_network = np.array([network in programs.networks_of(k) for k in programs.task_keys], dtype=bool)
+        if not in_network.any():
+            continue
+        weights: dict[int, float] = {}
+        for key, group in zip(programs.task_keys, groups):
+            weights[int(group)] = float(programs.catalogue.get(key, {}).get("networks", {}).get(network, 1))
+        sub = (scores[in_network], programs.latencies[in_network], groups[in_network])
+        per_network[network] = {
+            "top1": top_k_score(*sub, k=1, weights=weights),
+            "top5": top_k_score(*sub, k=5, weights=weights),
+            "pairwise": pairwise_accuracy(*sub),
+            "tasks": int(len(np.unique(groups[in_network]))),
+            "programs": int(in_network.sum()),
+        }
+    mean = {m: float(np.mean([r[m] for r in per_network.values()])) if per_network else float("nan")
+            for m in ("top1", "top5", "pairwise")}
+    return {**mean, "per_network": per_network}
+
+
+def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str], test_networks: list[str],
+             seed: int = 0) -> dict[str, Any]:
+    """Train the baselines on the training split, score everything on the test split of ``test_networks``."""
+    from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker  # pylint: disable=import-outside-toplevel
+
+    programs = load_programs(dataset, platform_id)
+    train, test = programs.split_by_network(set(test_networks))
+    if not test.traces:
+        raise DatasetError(f"{dataset.path}: no measured program of the test networks {', '.join(test_networks)}")
+    results: dict[str, Any] = {}
+    started = time.monotonic()
+    results["tlp"] = score_models(test, model.predict(test.traces, [test.extents.get(k) for k in test.task_keys]),
+                                  test_networks)
+    results["tlp"]["seconds"] = time.monotonic() - started
+    for name in baselines:
+        started = time.monotonic()
+        ranker = RandomRanker(seed) if name == "random" else MetaScheduleBaseline(name, dataset, platform_id)
+        ranker.fit(train)
+        results[name] = score_models(test, ranker.predict(test), test_networks)
+        results[name]["seconds"] = time.monotonic() - started
+    results["data"] = {"train_programs": len(train.traces), "train_tasks": len(set(train.task_keys)),
+                       "test_programs": len(test.traces), "test_tasks": len(set(test.task_keys)),
+                       "skipped": dict(programs.skipped)}
+    return results
+
+
+def format_table(results: dict[str, Any]) -> str:
+    models = [m for m in results if m != "data"]
+    networks = sorted({n for m in models for n in results[m]["per_network"]})
+    header = f"{'model':<8} {'top1':>6} {'top5':>6} {'pairs':>6}  " + "  ".join(f"{n:>14}" for n in networks)
+    lines = [header, " " * 31 + "  ".join(f"{'top1/top5':>14}" for _ in networks)]
+    for m in models:
+        r = results[m]
+        cells = [f"{r['per_network'][n]['top1']:.3f}/{r['per_network'][n]['top5']:.3f}" if n in r["per_network"]
+                 else "-" for n in networks]
+        lines.append(f"{m:<8} {r['top1']:>6.3f} {r['top5']:>6.3f} {r['pairwise']:>6.3f}  "
+                     + "  ".join(f"{c:>14}" for c in cells))
+    data = results["data"]
+    lines.append(f"train: {data['train_programs']} programs / {data['train_tasks']} tasks; "
+                 f"test: {data['test_programs']} programs / {data['test_tasks']} tasks")
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], path: str) -> None:
+    """Bar chart of top-1 and top-5 per network and model."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    models = [m for m in results if m != "data"]
+    networks = sorted({n for m in models for n in results[m]["per_network"]})
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(networks)), 4), sharey=True)
+    width = 0.8 / max(len(models), 1)
+    for ax, metric in zip(axes, ("top1", "top5")):
+        for i, m in enumerate(models):
+            values = [results[m]["per_network"].get(n, {}).get(metric, 0.0) for n in networks]
+            ax.bar(np.arange(len(networks)) + i * width, values, width, label=m)
+        ax.set_xticks(np.arange(len(networks)) + 0.4 - width / 2, networks, rotation=20)
+        ax.set_title(metric)
+        ax.set_ylim(0, 1.05)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

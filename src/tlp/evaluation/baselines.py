@@ -1,0 +1,117 @@
+"""MetaSchedule's own cost models as baselines, trained and scored through MetaSchedule's public API.
+
+Each baseline sees exactly the programs TLP sees: the training records are replayed into MetaSchedule
+``MeasureCandidate``s (their traces applied to the task's workload) and given to ``CostModel.update`` one task at a
+time, as during tuning, so MetaSchedule normalizes each task's costs itself; test programs are scored with
+``CostModel.predict``. XGBoost and the MLP both read ``PerStoreFeature`` features.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from tlp._tvm import ms, tvm  # first: it keeps TVM from registering every backend's intrinsics (see _tvm.py)
+from tvm.s_tir.meta_schedule.cost_model.mlp_model import MLPModel, extract_features  # not re-exported by MS
+from tvm.s_tir.meta_schedule.utils import shash2hex
+from tlp.dataset.store import Dataset, DatasetError
+from tlp.features.tensors import LabeledPrograms
+
+
+class Ranker(Protocol):
+    name: str
+
+    def fit(self, programs: LabeledPrograms) -> None: ...
+
+    def predict(self, programs: LabeledPrograms) -> np.ndarray: ...
+
+
+class _TaskReplay:
+    """Per task: a TuneContext (for target and features) and the programs' traces replayed as candidates."""
+
+    def __init__(self, dataset: Dataset, platform_id: str) -> None:
+        self.store = dataset.store(platform_id)
+        self.target = tvm.target.Target(self.store.platform.target)
+        self._workloads: dict[str, Any] = {}
+
+    def context(self, key: str) -> Any:
+        workload = self._workload(key)
+        return ms.TuneContext(workload.mod, target=self.target, space_generator="post-order-apply",
+                              search_strategy="replay-trace", task_name=key, num_threads=1)
+
+    def _workload(self, key: str) -> Any:
+        if key not in self._workloads:
+            self._workloads[key] = ms.database.Workload.from_json(self.store.workload_json(key))
+        return self._workloads[key]
+
+    def candidates(self, key: str, traces: list[Any]) -> list[Any]:
+        target_json = self.target.export()
+        workload = self._workload(key)
+        return [ms.database.TuningRecord.from_json([t, None, target_json, []], workload).as_measure_candidate()
+                for t in traces]
+
+
+def _by_task(programs: LabeledPrograms) -> dict[str, np.ndarray]:
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(programs.task_keys):
+        groups.setdefault(key, []).append(i)
+    return {k: np.array(v) for k, v in groups.items()}
+
+
+class MetaScheduleBaseline:
+    """A MetaSchedule ``CostModel`` (``xgb`` or ``mlp``) trained on our records."""
+
+    def __init__(self, name: str, dataset: Dataset, platform_id: str) -> None:
+        self.name = name
+        self.replay = _TaskReplay(dataset, platform_id)
+        if name == "xgb":
+            # Not adaptive: MetaSchedule would skip retraining on small updates, and the last update must leave a
+            # model trained on all the training programs.
+            self.model = ms.cost_model.XGBModel(num_warmup_samples=0, adaptive_training=False)
+        elif name == "mlp":
+            self.model = MLPModel()
+        else:
+            raise ValueError(f"unknown baseline {name!r} (xgb, mlp, random)")
+
+    def fit(self, programs: LabeledPrograms) -> None:
+        tasks = _by_task(programs)
+        if self.name == "mlp" and len(tasks) < 5:
+            # Its trainer validates on 20 % of the tasks, rounded down: fewer than 5 leaves none and it crashes.
+            raise DatasetError(f"MetaSchedule's MLP needs at least 5 training tasks, got {len(tasks)}")
+        for key, index in tasks.items():
+            context = self.replay.context(key)
+            candidates = self.replay.candidates(key, [programs.traces[i] for i in index])
+            results = [ms.runner.RunnerResult([float(programs.latencies[i])], None) for i in index]
+            if self.name == "xgb":
+                self.model.update(context, candidates, results)
+            else:
+                # MLPModel.update retrains after every task and needs several tasks to validate on: gather every
+                # task's features in its trainer's state first (what update does), then train once.
+                trainer = self.model.trainer
+                features, costs = extract_features(context, candidates, results, trainer.state.extractor)
+                trainer.state.add_to_group(features, costs, shash2hex(context.mod))
+        if self.name == "mlp":
+            self.model.trainer.train_full()
+
+    def predict(self, programs: LabeledPrograms) -> np.ndarray:
+        scores = np.zeros(len(programs.traces), dtype=np.float64)
+        for key, index in _by_task(programs).items():
+            candidates = self.replay.candidates(key, [programs.traces[i] for i in index])
+            scores[index] = np.asarray(self.model.predict(self.replay.context(key), candidates), dtype=np.float64)
+        return scores
+
+
+class RandomRanker:
+    """Random order: the floor every model must beat."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def fit(self, programs: LabeledPrograms) -> None:
+        del programs
+
+    def predict(self, programs: LabeledPrograms) -> np.ndarray:
+        return self.rng.random(len(programs.traces))

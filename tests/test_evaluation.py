@@ -1,0 +1,63 @@
+"""TenSet-style evaluation of TLP against MetaSchedule's XGBoost model and random, on real records."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from tlp.evaluation import evaluate, format_table, pairwise_accuracy
+from tlp.features.tensors import load_programs
+from tlp.model.estimator import TLPModel, TrainConfig
+from tlp.model.network import ModelConfig
+
+from conftest import TLP
+
+
+@pytest.fixture(scope="module")
+def small_model(collected, host_platform, tmp_path_factory):
+    dataset, _ = collected
+    model = TLPModel(model_config=ModelConfig(hidden=32, heads=4), train_config=TrainConfig(epochs=2, val_fraction=0.5))
+    model.fit(load_programs(dataset, host_platform.id), progress=False)
+    path = tmp_path_factory.mktemp("model") / "model.pt"
+    model.save(path)
+    return model, path
+
+
+def test_pairwise_accuracy():
+    latencies = np.array([1.0, 2.0, 3.0, 1.0, 1.0])
+    groups = np.array([0, 0, 0, 1, 1])
+    assert pairwise_accuracy(np.array([3.0, 2.0, 1.0, 0.0, 5.0]), latencies, groups) == 1.0
+    assert pairwise_accuracy(np.array([1.0, 2.0, 3.0, 0.0, 5.0]), latencies, groups) == 0.0
+
+
+def test_models_are_scored_on_the_same_test_records(collected, host_platform, small_model):
+    dataset, _ = collected
+    model, _ = small_model
+    results = evaluate(dataset, host_platform.id, model, ["xgb", "random"], ["op:dense"])
+    assert set(results) == {"tlp", "xgb", "random", "data"}
+    assert results["data"]["test_tasks"] == 1 and results["data"]["train_tasks"] == 1
+    for name in ("tlp", "xgb", "random"):
+        row = results[name]["per_network"]["op:dense"]
+        assert row["programs"] == results["data"]["test_programs"]
+        assert 0 < row["top1"] <= row["top5"] <= 1 and 0 <= row["pairwise"] <= 1
+    assert "op:dense" in format_table(results)
+
+
+def test_eval_cli_json_and_plot(collected, small_model, tmp_path):
+    dataset, _ = collected
+    _, path = small_model
+    plot = tmp_path / "chart.png"
+    result = subprocess.run(TLP + ["eval", "--model", str(path), "--dataset", str(dataset.path), "--networks",
+                                   "op:dense", "--baselines", "xgb", "--json", "--plot", str(plot)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    results = json.loads(result.stdout)
+    assert {"tlp", "xgb", "random"} <= set(results) and "top1" in results["tlp"] and "per_network" in results["xgb"]
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_without_model_is_a_clear_error(tmp_path):
+    result = subprocess.run(TLP + ["eval", "--model", str(tmp_path / "none.pt"), "--dataset", str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2 and "no such checkpoint" in result.stderr
