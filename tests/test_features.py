@@ -50,6 +50,8 @@ def test_structure_decisions_and_extents_are_encoded(traces):
     assert row[sample, cols["numbers"]][: len(factors)] == pytest.approx(expected)
     split = next(i for i, inst in enumerate(insts) if inst[0] == "Split" and i > sample)
     assert math.log2(1 + split - sample) in [pytest.approx(x) for x in row[split, cols["refs"]]]
+    # the split's other factor inputs are later outputs of the same sampling instruction
+    assert math.log2(1 + split - sample + 1 / 32) in [pytest.approx(x) for x in row[split, cols["refs"]]]
     block = next(i for i, inst in enumerate(insts) if inst[0] == "GetSBlock" and program_extents.get(inst[2][0]))
     assert row[block, cols["numbers"]].any()  # the block's loop extents from the workload
 

@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "mse"])
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=256)
-    train.add_argument("--seq-len", type=int, default=64)
+    train.add_argument("--seq-len", type=int, default=80)
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto", help="auto (GPU when present), cpu or cuda")
     train.add_argument("-q", "--quiet", action="store_true")

@@ -9,8 +9,8 @@ plus the decisions of its sampling instructions. TLP reads it as a sentence; eac
 - *string ids*: string parameters — block names, annotation keys, storage scopes, string literals — through a
   second vocabulary.
 - *producer distances*: for each input that is an earlier result (a block, loop or sampled variable), how many
-  instructions back it was produced; this keeps the data-flow structure of the trace (which split uses which
-  sampled factors, which loop is parallelised).
+  instructions back it was produced, plus ``output index / 32`` (which of the producer's results it is); this
+  keeps the data-flow structure of the trace (which split uses which sampled factors, which loop is parallelised).
 - *numbers*: decisions (tile factors, the chosen unroll step), numeric attributes and literal inputs, and for
   ``GetSBlock`` the extents of the block's iteration domain in the workload — the trace alone does not say how
   large the loops are. Numbers are log-scaled: ``sign(x) * log2(1 + |x|)``.
@@ -30,14 +30,14 @@ import numpy as np
 
 from tlp.features.vocab import PAD, Vocabulary
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 
 
 @dataclass(frozen=True)
 class FeatureConfig:
     """Shape of the primitive vectors. Stored in checkpoints; a mismatch at load time is an error."""
 
-    seq_len: int = 64
+    seq_len: int = 80  # the longest trace of the first 6.5k CPU programs has 78 instructions
     num_strings: int = 4
     num_refs: int = 4
     num_numbers: int = 12
@@ -143,7 +143,7 @@ class TraceFeaturizer:
             out = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
         insts, decisions = trace
         decided = {int(index): value for index, value in decisions}
-        producer: dict[str, int] = {}
+        producer: dict[str, tuple[int, int]] = {}
         postproc = 0.0
         s0, r0, n0, pp = cols["strings"].start, cols["refs"].start, cols["numbers"].start, cols["postproc"].start
         for position, (kind, inputs, attrs, outputs) in enumerate(insts):
@@ -161,7 +161,9 @@ class TraceFeaturizer:
                         _numbers(decision, numbers)
                 for item in inputs:
                     if isinstance(item, str) and item in producer:
-                        refs.append(_log(position - producer[item]))
+                        # Which output of the producer matters too (RFactor on the 2nd vs 3rd loop of one Split).
+                        produced_at, output_index = producer[item]
+                        refs.append(_log(position - produced_at + output_index / 32.0))
                     elif isinstance(item, str):
                         strings.append(item.strip('"'))
                     else:
@@ -179,8 +181,8 @@ class TraceFeaturizer:
                 row[pp] = postproc
             elif kind == "EnterPostproc":
                 postproc = 1.0
-            for name in outputs:
-                producer[name] = position
+            for output_index, name in enumerate(outputs):
+                producer[name] = (position, output_index)
         return out
 
     def transform(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None
