@@ -61,6 +61,7 @@ def test_collect_through_rpc_tracker(rpc_device, tiny_tasks, host_platform, tmp_
     store = Dataset(tmp_path).store(platform.id)
     assert store.platform.hardware["rpc_key"] == "tlp-test"
     assert all(p.latency is None or len(p.run_secs) == 3 for p in store.iter_programs())
+    assert all(p.meta["foreign_load"] is None for p in store.iter_programs())  # our CPU is not the device's
 
 
 def test_tracker_down_is_a_clear_error():

@@ -33,6 +33,14 @@ def test_records_round_trip_with_metadata(tmp_path):
     assert first[0] == 0 and first[1][1] == [1e-3, 1.1e-3, 0.9e-3] and first[1][2]["mcpu"] == "test-cpu"
 
 
+def test_invalid_latencies_are_stored_as_failures_with_a_reason(tmp_path):
+    store = make_store(tmp_path)
+    store.append([program(1, [float("inf")]), program(2, [0.0])])
+    programs = list(store.iter_programs())
+    assert [p.latency for p in programs] == [None, None]
+    assert all("invalid run_secs" in p.error for p in programs)
+
+
 def test_bad_lines_are_counted_and_skipped(tmp_path):
     store = make_store(tmp_path)
     store.append([program(1, [1e-3])])

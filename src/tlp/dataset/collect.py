@@ -68,7 +68,7 @@ def _measurement_meta(source: str, phash: str, stamp: str, stats: BatchStats, ba
         "source": source,
         "program_hash": phash,
         "time": stamp,
-        "foreign_load": round(stats.foreign_load, 4),
+        "foreign_load": None if stats.foreign_load is None else round(stats.foreign_load, 4),
         "batch_build_s": round(stats.build_s, 3),
         "batch_run_s": round(stats.run_s, 3),
         "batch_size": batch_size,
@@ -196,7 +196,7 @@ def collect(
                     summary.valid += sum(p.latency is not None for p in programs)
                     summary.failed += sum(p.latency is None for p in programs)
                     bar.update(len(programs))
-                    bar.set_postfix(valid=summary.valid, failed=summary.failed, load=f"{programs[0].meta['foreign_load']:.2f}")
+                    bar.set_postfix(valid=summary.valid, failed=summary.failed, load=programs[0].meta["foreign_load"])
                     batches += 1
                     if on_batch:
                         on_batch(summary)

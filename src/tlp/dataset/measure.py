@@ -72,7 +72,7 @@ class MeasureResult:
 class BatchStats:
     build_s: float = 0.0
     run_s: float = 0.0
-    foreign_load: float = 0.0
+    foreign_load: float | None = 0.0  # None when runs happen elsewhere (RPC): our CPU load says nothing there
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -223,7 +223,7 @@ class Measurer:
                 else:
                     results[i] = MeasureResult([float(x) for x in outcome.run_secs], None)
         stats.run_s = time.monotonic() - started
-        stats.foreign_load = monitor.load
+        stats.foreign_load = None if self.config.rpc is not None else monitor.load
         _remove_artifacts(built)
         return results, stats
 

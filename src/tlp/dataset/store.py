@@ -231,7 +231,10 @@ class PlatformStore:
             run_secs = program.run_secs if program.latency is not None else None
             record = [index[program.workload_key], [program.trace_json, run_secs, target, program.args_info]]
             db_lines.append(json.dumps(record, separators=(",", ":")))
-            meta = {"id": program.id, "workload": program.workload_key, "error": program.error, **program.meta}
+            error = program.error
+            if program.run_secs is not None and run_secs is None and error is None:
+                error = f"invalid run_secs {program.run_secs} (NaN, infinite or non-positive): stored as a failure"
+            meta = {"id": program.id, "workload": program.workload_key, "error": error, **program.meta}
             meta_lines.append(json.dumps(meta, separators=(",", ":")))
         self.records.append(db_lines)
         self.measurements.append(meta_lines)
