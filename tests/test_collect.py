@@ -169,3 +169,21 @@ def test_restarts_serve_unmeasured_tasks_first(tmp_path, tiny_tasks, host_platfo
     for program in dataset.store(host_platform.id).iter_programs():
         counts[program.workload_key] = counts.get(program.workload_key, 0) + 1
     assert sorted(counts.values()) == [4, 4]  # one batch each, not two batches of the first task
+
+
+def test_a_task_that_breaks_is_skipped_and_the_rest_continues(tmp_path, tiny_tasks, host_platform, fast_measure,
+                                                              monkeypatch):
+    from tlp.dataset import sampler as sampler_module
+
+    real_random = sampler_module.CandidateSampler.random
+
+    def random_or_fail(self, count, seed):
+        if self.task.key == tiny_tasks[0].key:
+            raise RuntimeError("injected failure while drawing candidates")
+        return real_random(self, count, seed)
+
+    monkeypatch.setattr(sampler_module.CandidateSampler, "random", random_or_fail)
+    summary = collect(Dataset(tmp_path), tiny_tasks, host_platform, CollectPlan(trials_per_task=4, batch_size=4),
+                      fast_measure, progress=False)
+    assert tiny_tasks[0].name in summary.skipped_tasks and "injected failure" in summary.skipped_tasks[tiny_tasks[0].name]
+    assert summary.measured == 4  # the other task was measured

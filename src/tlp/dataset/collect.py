@@ -177,13 +177,20 @@ def collect(
                         sampler = samplers.get(task.key) or samplers.setdefault(
                             task.key, CandidateSampler(task, platform.target, num_threads=1)
                         )
-                    except Exception as error:  # pylint: disable=broad-except  # TVM raises many kinds; one bad task must not stop hours of collection
+                    except Exception as error:  # pylint: disable=broad-except  # one bad task must not stop hours of collection
                         summary.skipped_tasks[task.name] = str(error).splitlines()[-1]
                         log.warning("skipping task %s: %s", task.name, summary.skipped_tasks[task.name])
                         todo.remove(task)
                         bar.total -= missing
                         continue
-                    programs = _measure_batch(task, sampler, state, measurer, plan, min(missing, plan.batch_size))
+                    try:
+                        programs = _measure_batch(task, sampler, state, measurer, plan, min(missing, plan.batch_size))
+                    except Exception as error:  # pylint: disable=broad-except  # same reason as above
+                        summary.skipped_tasks[task.name] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[-1]}"
+                        log.warning("skipping task %s for this run: %s", task.name, summary.skipped_tasks[task.name])
+                        todo.remove(task)
+                        bar.total -= missing
+                        continue
                     if not programs:
                         exhausted.add(task.key)  # the design space has no new program left to draw
                         summary.exhausted_tasks.append(task.name)
