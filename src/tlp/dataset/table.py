@@ -53,9 +53,6 @@ class Table:
                     if line.strip():
                         yield f"{self.tail}:{number}", line.rstrip("\n")
 
-    def __len__(self) -> int:
-        return sum(1 for _ in self.lines())
-
     # ---- writing (callers hold the store's lock) --------------------------------------------------------------
     def repair(self) -> list[str]:
         """Make the table consistent after a crash; return what was done (nothing is ever deleted).
