@@ -24,7 +24,10 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         measurements = sum(1 for _ in store.records.lines())
         valid = [p for p in programs.values() if p.latency is not None]
         cvs = [cv for cv in (p.noise_cv for p in valid) if cv is not None]
-        loaded = sum((p.meta.get("foreign_load") or 0.0) > load_threshold for p in valid)
+        is_loaded = [(p.meta.get("foreign_load") or 0.0) > load_threshold for p in valid]
+        loaded = sum(is_loaded)
+        quiet_cvs = [p.noise_cv for p, busy in zip(valid, is_loaded) if not busy and p.noise_cv is not None]
+        loaded_cvs = [p.noise_cv for p, busy in zip(valid, is_loaded) if busy and p.noise_cv is not None]
         tasks = {p.workload_key for p in programs.values()}
         for program in valid:
             valid_per_key[program.workload_key] = valid_per_key.get(program.workload_key, 0) + 1
@@ -42,6 +45,9 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
             "loaded_records": loaded,
             "noise_cv_median": statistics.median(cvs) if cvs else None,
             "noise_cv_p90": _quantile(cvs, 0.9),
+            # Noise of records timed on a quiet machine vs under foreign load: how much load costs in precision.
+            "noise_cv_median_quiet": statistics.median(quiet_cvs) if quiet_cvs else None,
+            "noise_cv_median_loaded": statistics.median(loaded_cvs) if loaded_cvs else None,
             "valid_per_task_min": min(per_task) if per_task else 0,
             "valid_per_task_median": statistics.median(per_task) if per_task else 0,
             "skipped_lines": dict(report.skipped),
@@ -107,7 +113,8 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(
             f"    tasks {p['tasks']}, records {p['records']} ({p['valid_records']} valid, {p['failed_records']} failed), "
             f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']}, "
-            f"noise cv median {_fmt(p['noise_cv_median'])} p90 {_fmt(p['noise_cv_p90'])}, loaded {p['loaded_records']}"
+            f"noise cv median {_fmt(p['noise_cv_median'])} p90 {_fmt(p['noise_cv_p90'])} (quiet "
+            f"{_fmt(p['noise_cv_median_quiet'])}, loaded {_fmt(p['noise_cv_median_loaded'])}), loaded {p['loaded_records']}"
         )
         for reason, count in p["skipped_lines"].items():
             lines.append(f"    skipped {count}: {reason}")
