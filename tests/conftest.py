@@ -49,3 +49,19 @@ def collected(tmp_path_factory, tiny_tasks, host_platform):
     plan = CollectPlan(trials_per_task=TINY_TRIALS, batch_size=4, random_fraction=0.5, seed=1)
     summary = collect(dataset, tiny_tasks, host_platform, plan, MeasureConfig(min_repeat_ms=2), progress=False)
     return dataset, summary
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(collected, host_platform, tmp_path_factory):
+    """A small TLP model trained on the tiny collection, saved as a checkpoint (path)."""
+    from tlp.features.tensors import load_programs
+    from tlp.model.estimator import TLPModel, TrainConfig
+    from tlp.model.network import ModelConfig
+
+    dataset, _ = collected
+    model = TLPModel(model_config=ModelConfig(hidden=32, heads=4),
+                     train_config=TrainConfig(epochs=3, val_fraction=0.5, seed=3))
+    model.fit(load_programs(dataset, host_platform.id), progress=False)
+    path = tmp_path_factory.mktemp("model") / "tiny.pt"
+    model.save(path)
+    return path

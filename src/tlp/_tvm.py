@@ -124,4 +124,34 @@ def to_plain(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["to_plain", "alloc_arguments_local", "alloc_arguments_rpc", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]
+from tvm.s_tir.schedule.trace import _json_from_tvm  # noqa: E402  pylint: disable=wrong-import-position
+
+_TRACE_AS_JSON = tvm_ffi.get_global_func("s_tir.schedule.TraceAsJSON")
+_STRUCTURAL_HASH = tvm_ffi.get_global_func("ffi.StructuralHash")
+_INSTRUCTION_CACHE: dict[int, Any] = {}
+_INSTRUCTION_CACHE_LIMIT = 200_000
+
+
+def trace_json(trace: Any) -> Any:
+    """``to_plain(trace.as_json())``, about 9x faster: the cost model calls this for every candidate of a search.
+
+    The C++ half of ``Trace.as_json`` is cheap (~10 us); converting its FFI containers to Python costs one FFI
+    call per element (~40 us per instruction). The candidates of one search repeat the same instructions (those
+    of a few sketches, with names fixed by their position) and differ mostly in their decisions, so each
+    instruction's JSON is converted once and then found by its structural hash (one C++ call).
+    """
+    insts_json, decisions_json = _TRACE_AS_JSON(trace, False)
+    insts = []
+    for inst in insts_json:
+        key = _STRUCTURAL_HASH(inst, False, False)
+        plain = _INSTRUCTION_CACHE.get(key)
+        if plain is None:
+            if len(_INSTRUCTION_CACHE) >= _INSTRUCTION_CACHE_LIMIT:
+                _INSTRUCTION_CACHE.clear()
+            # Through TVM's own converter first: it writes an IndexMap (TransformLayout) as its JSON graph.
+            plain = _INSTRUCTION_CACHE[key] = to_plain(_json_from_tvm(inst))
+        insts.append(plain)
+    return [insts, to_plain(_json_from_tvm(decisions_json))]
+
+
+__all__ = ["trace_json", "to_plain", "alloc_arguments_local", "alloc_arguments_rpc", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tlp._tvm import ms, structural_hash, to_plain, tvm
+from tlp._tvm import trace_json as fast_trace_json
 from tlp.dataset.store import MeasuredProgram
 from tlp.workloads.task import Task
 
@@ -99,7 +100,7 @@ def program_hash(candidate: Any) -> str:
 
 def trace_json(candidate: Any) -> Any:
     """The candidate's trace (instructions and decisions) as MetaSchedule serializes it in its database."""
-    return to_plain(candidate.sch.trace.as_json())
+    return fast_trace_json(candidate.sch.trace)
 
 
 def args_info_json(candidate: Any) -> Any:

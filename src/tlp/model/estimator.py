@@ -148,6 +148,37 @@ class TLPModel:
                           "val_tasks": int(len(val_tasks))})
         return history
 
+    def fine_tune(self, features: np.ndarray, labels: np.ndarray, groups: np.ndarray, steps: int,
+                  lr: float = 1e-4, max_seconds: float | None = None) -> int:
+        """A few gradient steps on new measurements, keeping the vocabularies (used while tuning).
+
+        Returns the number of steps taken: ``max_seconds`` bounds the time so fine-tuning never stalls a search.
+        """
+        if self.net is None:
+            raise RuntimeError("the model is not trained or loaded")
+        import time  # pylint: disable=import-outside-toplevel
+
+        if len(groups) == 0 or np.bincount(groups).max() < 2:
+            return 0  # no task with two valid programs yet: nothing to rank
+        device = next(self.net.parameters()).device
+        loss_fn = LOSSES[self.train_config.loss]
+        optimizer = torch.optim.AdamW(self.net.parameters(), lr=lr, weight_decay=self.train_config.weight_decay)
+        x = torch.from_numpy(features).to(device)
+        y = torch.from_numpy(labels.astype(np.float32)).to(device)
+        g = torch.from_numpy(groups.astype(np.int64)).to(device)
+        start, taken = time.perf_counter(), 0
+        self.net.train()
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = loss_fn(self.net(x), y, g)
+            loss.backward()
+            optimizer.step()
+            taken += 1
+            if max_seconds is not None and time.perf_counter() - start > max_seconds:
+                break
+        self.net.eval()
+        return taken
+
     def _scores(self, features: torch.Tensor, device: torch.device, batch: int = 4096) -> np.ndarray:
         assert self.net is not None
         self.net.eval()

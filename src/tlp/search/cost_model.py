@@ -1,0 +1,159 @@
+"""``TLPCostModel``: the TLP model as a MetaSchedule cost model (``cost_model=`` of ``tune_tir``, ``tune_relax``,
+``tune_tasks``).
+
+``predict`` reads each candidate's trace (``candidate.sch.trace``) — no lowering, no feature extraction from IR —
+and scores it with the loaded :class:`~tlp.model.estimator.TLPModel`. ``update`` records the measurements of the
+running search and, when enabled, fine-tunes the model on them within a budget, so it adapts to a new task or
+platform while tuning.
+
+Why scores are mapped before MetaSchedule sees them: EvolutionarySearch clips predictions at 0 and samples
+parents with probability proportional to them, and it compares scores across its iterations. A LambdaRank score is
+an arbitrary real number (only its order within a task means something), so per task we fix an affine calibration
+on the first batch the search asks about (its mean and spread) and return ``exp(z)`` of the calibrated score: the
+order is kept, scores are positive, comparable across calls of the same task, and the best candidates of a batch
+weigh tens of times more than the average one, as MetaSchedule's throughput-regressing XGBoost makes them.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tlp._tvm import ms, structural_hash, trace_json, tvm  # first: see _tvm.py
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tlp.features.featurizer import block_extents
+from tlp.model.estimator import TLPModel
+from tlp.platform import Platform
+
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "tlp-cpu.pt"  # shipped in the package
+
+
+class PlatformMismatchWarning(UserWarning):
+    """The model was trained on measurements of another platform than the one being tuned."""
+
+
+@dataclass
+class OnlineTuning:
+    """Fine-tuning on the running search's measurements. ``steps=0`` turns it off (the default)."""
+
+    steps: int = 0  # gradient steps per ``update`` (per measured batch)
+    lr: float = 1e-4
+    max_seconds: float = 10.0  # per update: never let learning stall the search
+    max_programs: int = 4096  # most recent measurements kept for fine-tuning
+
+
+@dataclass
+class _TaskState:
+    extents: dict[str, list[int]]
+    offset: float | None = None  # score calibration, fixed on the first predicted batch
+    scale: float = 1.0
+    traces: list[Any] | None = None
+    latencies: list[float] | None = None
+
+
+def _checkpoint_platform(model: TLPModel) -> list[str]:
+    return list(model.meta.get("platforms") or [])
+
+
+@derived_object
+class TLPCostModel(PyCostModel):
+    """TLP as a MetaSchedule ``PyCostModel``.
+
+    Args:
+        model: a :class:`TLPModel`, a checkpoint path, or ``None`` for the shipped default model.
+        online: fine-tuning while tuning (off by default).
+        target: the target being tuned (a JSON dict); used only to warn when the model was trained on another
+            platform. ``None`` = this machine's default target.
+    """
+
+    def __init__(self, model: TLPModel | str | Path | None = None, online: OnlineTuning | None = None,
+                 target: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.model = model if isinstance(model, TLPModel) else TLPModel.load(model or DEFAULT_MODEL_PATH)
+        self.online = online or OnlineTuning()
+        self._tasks: dict[int, _TaskState] = {}
+        self.fine_tune_steps = 0  # taken so far by online fine-tuning
+        self.candidates_scored = 0
+        self._check_platform(target)
+
+    @staticmethod
+    def default() -> "TLPCostModel":
+        """The shipped model for this CPU (``tlp/models/tlp-cpu.pt``)."""
+        return TLPCostModel()
+
+    def _check_platform(self, target: dict[str, Any] | None) -> None:
+        trained_on = _checkpoint_platform(self.model)
+        if not trained_on:
+            return
+        here = Platform.host(target).id
+        if here not in trained_on:
+            warnings.warn(f"this TLP model was trained on platform(s) {', '.join(trained_on)}; tuning for {here}. "
+                          "Its ranking may be off: fine-tune it on this platform's data (tlp train) or enable online "
+                          "fine-tuning (OnlineTuning(steps=...) / tlp tune --online-steps).",
+                          PlatformMismatchWarning, stacklevel=3)
+
+    # ---- MetaSchedule interface ----------------------------------------------------------------------------
+    def load(self, path: str) -> None:
+        self.model = TLPModel.load(path)
+        self._tasks.clear()
+
+    def save(self, path: str) -> None:
+        self.model.save(path)
+
+    def predict(self, context: Any, candidates: list[Any]) -> np.ndarray:
+        if not candidates:
+            return np.zeros(0, dtype="float64")
+        state = self._task(context)
+        self.candidates_scored += len(candidates)
+        scores = self._raw_scores(state, [trace_json(c.sch.trace) for c in candidates])
+        if state.offset is None:
+            state.offset = float(np.mean(scores))
+            state.scale = float(np.std(scores)) or 1.0
+        z = np.clip((scores - state.offset) / state.scale, -30.0, 30.0)
+        return np.exp(z).astype("float64")
+
+    def update(self, context: Any, candidates: list[Any], results: list[Any]) -> None:
+        if self.online.steps <= 0:
+            return
+        state = self._task(context)
+        for candidate, result in zip(candidates, results):
+            seconds = [float(s) for s in (result.run_secs or [])]
+            if result.error_msg is not None or not seconds or not all(math.isfinite(s) and s > 0 for s in seconds):
+                continue  # failures carry no latency
+            state.traces.append(trace_json(candidate.sch.trace))
+            state.latencies.append(float(np.mean(seconds)))
+        del state.traces[: -self.online.max_programs]
+        del state.latencies[: -self.online.max_programs]
+        self._fine_tune()
+
+    # ---- internals -----------------------------------------------------------------------------------------
+    def _task(self, context: Any) -> _TaskState:
+        key = structural_hash(context.mod)
+        if key not in self._tasks:
+            self._tasks[key] = _TaskState(block_extents(context.mod), traces=[], latencies=[])
+        return self._tasks[key]
+
+    def _raw_scores(self, state: _TaskState, traces: list[Any]) -> np.ndarray:
+        features = self.model.featurizer.transform(traces, [state.extents] * len(traces))
+        return self.model.predict_features(features).astype("float64")
+
+    def _fine_tune(self) -> None:
+        features, labels, groups = [], [], []
+        for group, state in enumerate(self._tasks.values()):
+            if len(state.latencies) < 2:
+                continue
+            latencies = np.array(state.latencies)
+            features.append(self.model.featurizer.transform(state.traces, [state.extents] * len(state.traces)))
+            labels.append(latencies.min() / latencies)
+            groups.append(np.full(len(latencies), group))
+        if not features:
+            return
+        self.fine_tune_steps += self.model.fine_tune(np.concatenate(features), np.concatenate(labels),
+                                                     np.concatenate(groups), self.online.steps, self.online.lr,
+                                                     self.online.max_seconds)

@@ -1,0 +1,92 @@
+"""TLP inside MetaSchedule's search: the fast trace path, TLPCostModel in tune_tir, online fine-tuning, warnings."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from tlp._tvm import ms, to_plain, trace_json, tvm
+from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.dataset.sampler import CandidateSampler
+from tlp.model.estimator import CheckpointError, TLPModel
+from tlp.search import OnlineTuning, PlatformMismatchWarning, TLPCostModel
+
+
+@pytest.fixture(scope="module")
+def candidates(tiny_tasks, host_platform):
+    """Real post-processed candidates of both tiny tasks, as a search hands them to its cost model."""
+    return {task.name: (task, CandidateSampler(task, host_platform.target).random(16, seed=5)) for task in tiny_tasks}
+
+
+def _context(task, target):
+    return ms.TuneContext(task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
+                          search_strategy="replay-trace", task_name=task.name, num_threads=1)
+
+
+def test_fast_trace_json_is_exactly_the_database_form(candidates):
+    for _, batch in candidates.values():
+        for candidate in batch:
+            assert trace_json(candidate.sch.trace) == to_plain(candidate.sch.trace.as_json())
+
+
+def test_cost_model_scores_candidates_positive_and_in_model_order(candidates, tiny_checkpoint, host_platform):
+    model = TLPCostModel(tiny_checkpoint, target=host_platform.target)
+    for task, batch in candidates.values():
+        context = _context(task, host_platform.target)
+        scores = model.predict(context, batch)
+        assert scores.shape == (len(batch),) and (scores > 0).all() and np.isfinite(scores).all()
+        raw = TLPModel.load(tiny_checkpoint).predict([to_plain(c.sch.trace.as_json()) for c in batch],
+                                                      [model._task(context).extents] * len(batch))
+        assert (np.argsort(-scores, kind="stable") == np.argsort(-raw, kind="stable")).all()
+        # Calibration is fixed per task: a later call maps the same candidate to the same score.
+        assert np.allclose(model.predict(context, batch[:3]), scores[:3])
+
+
+def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platform, tmp_path):
+    task = tiny_tasks[0]
+    cost_model = TLPCostModel(tiny_checkpoint, target=host_platform.target)
+    measurer = Measurer(host_platform.target, MeasureConfig(repeat=2, min_repeat_ms=2))
+    database = ms.tune_tir(mod=task.mod, target=tvm.target.Target(host_platform.target), work_dir=str(tmp_path),
+                           max_trials_global=8, num_trials_per_iter=8, builder=measurer.builder,
+                           runner=measurer.runner, cost_model=cost_model, num_tuning_cores=1)
+    records = database.get_all_tuning_records()
+    assert len(records) == 8
+    assert cost_model.candidates_scored > 8  # the evolutionary search asked TLP to rank its population
+
+
+def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny_checkpoint, host_platform):
+    dataset, _ = collected
+    store = dataset.store(host_platform.id)
+    task, _ = candidates["dense_64x64x64"]
+    workload = ms.database.Workload(task.mod)
+    target_json = tvm.target.Target(host_platform.target).export()
+    measured = [p for p in store.latest_programs().values() if p.workload_key == task.key and p.latency]
+    batch = [ms.database.TuningRecord.from_json([p.trace_json, p.run_secs, target_json, p.args_info],
+                                                workload).as_measure_candidate() for p in measured]
+    results = [ms.runner.RunnerResult(p.run_secs, None) for p in measured]
+    off = TLPCostModel(tiny_checkpoint, target=host_platform.target)
+    before = {k: v.clone() for k, v in off.model.net.state_dict().items()}
+    off.update(_context(task, host_platform.target), batch, results)
+    assert all((before[k] == v).all() for k, v in off.model.net.state_dict().items())  # off by default
+
+    on = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=3, lr=1e-3), target=host_platform.target)
+    failed = ms.runner.RunnerResult(None, "build failed")  # failures carry no latency and are skipped
+    on.update(_context(task, host_platform.target), batch + batch[:1], results + [failed])
+    assert on.fine_tune_steps == 3
+    assert any((before[k] != v).any() for k, v in on.model.net.state_dict().items())
+
+
+def test_model_from_another_platform_warns(tiny_checkpoint, host_platform):
+    model = TLPModel.load(tiny_checkpoint)
+    model.meta["platforms"] = ["llvm-cortex-a72-4c-00000000"]
+    with pytest.warns(PlatformMismatchWarning, match="cortex-a72"):
+        TLPCostModel(model, target=host_platform.target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TLPCostModel(tiny_checkpoint, target=host_platform.target)  # trained here: no warning
+
+
+def test_checkpoint_errors_surface_through_the_cost_model(tmp_path):
+    (tmp_path / "bad.pt").write_bytes(b"junk")
+    with pytest.raises(CheckpointError, match="bad.pt"):
+        TLPCostModel(tmp_path / "bad.pt")
