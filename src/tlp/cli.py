@@ -2,14 +2,17 @@
 
     tlp workloads list                       what can be tuned/measured, with task counts
     tlp collect --workloads W --dataset D    measure programs (resumable; --remeasure-* for re-measurement)
+    tlp features DATASET                     trace lengths, crop coverage and feature collisions of a dataset
     tlp train DATASET --out MODEL            train a TLP model (held-out networks excluded)
     tlp eval --model MODEL --dataset DATASET top-k on held-out networks vs MetaSchedule XGB/MLP and random
+    tlp tune SOURCE --trials N               tune an operator / network / .py / .onnx with the TLP cost model
     tlp dataset info|import|seal|export      inspect and manage datasets
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -19,7 +22,8 @@ from typing import Any
 from tlp import TLPError
 
 DEFAULT_DATASET = "datasets/tlp-cpu"
-DEFAULT_MODEL = "models/tlp-cpu.pt"
+# The shipped model travels inside the package (see tlp/models/MODEL_CARD.md).
+DEFAULT_MODEL = str(Path(__file__).resolve().parent / "models" / "tlp-cpu.pt")
 
 
 def _add_target_args(parser: argparse.ArgumentParser) -> None:
@@ -146,6 +150,20 @@ def _platform_of(dataset: Any, requested: str | None) -> str:
     return platforms[0]
 
 
+def cmd_features(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset
+    from tlp.features.featurizer import FeatureConfig
+    from tlp.features.report import feature_report, format_feature_report
+    from tlp.features.tensors import load_programs
+
+    dataset = Dataset(args.dataset)
+    programs = load_programs(dataset, _platform_of(dataset, args.platform))
+    report = feature_report(programs, FeatureConfig(seq_len=args.seq_len))
+    print(json.dumps(report, indent=1) if args.json else format_feature_report(report))
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     import hashlib
@@ -199,6 +217,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.measure import MeasureConfig
+    from tlp.search.report import format_report
+    from tlp.search.sources import resolve
+    from tlp.search.tune import TuneConfig, tune
+
+    target = _target(args)
+    tunable = resolve(args.source, target)
+    work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
+    config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
+                        cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
+                        post_optimization=args.post_optimization, seed=args.seed, population=args.population,
+                        measure=MeasureConfig(run_timeout_s=args.run_timeout))
+    # MetaSchedule logs to stdout (and Droplet prints there); stdout is for the report alone.
+    with contextlib.redirect_stdout(sys.stderr):
+        report = tune(tunable, target, work_dir, config)
+    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tlp", description="TLP: learned cost models for TVM MetaSchedule")
     parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own log lines")
@@ -238,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     collect.set_defaults(func=cmd_collect)
 
+    features = verbs.add_parser("features", help="trace lengths, crop coverage and feature collisions of a dataset")
+    features.add_argument("dataset", nargs="?", default=DEFAULT_DATASET)
+    features.add_argument("--platform", help="platform id (needed when the dataset has several)")
+    features.add_argument("--seq-len", type=int, default=80, help="crop to report besides the paper's 25")
+    features.add_argument("--json", action="store_true")
+    features.set_defaults(func=cmd_features)
+
     train = verbs.add_parser("train", help="train a TLP model on a dataset (held-out networks excluded)")
     train.add_argument("dataset", nargs="?", default=DEFAULT_DATASET)
     train.add_argument("--out", required=True, help="checkpoint file to write")
@@ -253,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     evaluate = verbs.add_parser("eval", help="top-k scores on held-out networks vs MetaSchedule's models")
-    evaluate.add_argument("--model", default=DEFAULT_MODEL, help=f"checkpoint (default {DEFAULT_MODEL})")
+    evaluate.add_argument("--model", default=DEFAULT_MODEL, help="checkpoint (default: the shipped model)")
     evaluate.add_argument("--dataset", default=DEFAULT_DATASET)
     evaluate.add_argument("--platform", help="platform id (default: the model's)")
     evaluate.add_argument("--baselines", default="xgb,mlp", help="comma-separated: xgb, mlp, random")
@@ -262,6 +308,28 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_eval)
+
+    tune_verb = verbs.add_parser("tune", help="tune an operator, network, TVMScript/TE/PyTorch .py or .onnx file")
+    tune_verb.add_argument("source", help="zoo operator or network (see `tlp workloads list`), FILE.py[:NAME] "
+                           "(TVMScript IRModule/PrimFunc, TE workload function, or PyTorch module + example_inputs), "
+                           "or FILE.onnx")
+    tune_verb.add_argument("--cost-model", default="tlp", choices=["tlp", "xgb", "mlp", "random"])
+    tune_verb.add_argument("--model", help="TLP checkpoint (default: the shipped model)")
+    tune_verb.add_argument("--trials", type=int, default=200, help="measured candidates in all (all tasks)")
+    tune_verb.add_argument("--trials-per-task", type=int)
+    tune_verb.add_argument("--trials-per-iter", type=int, default=32, help="candidates measured per search round")
+    tune_verb.add_argument("--population", type=int, default=2048,
+                           help="evolutionary search population per round (MetaSchedule's default 2048)")
+    tune_verb.add_argument("--online-steps", type=int, default=0,
+                           help="fine-tune the TLP model on the search's measurements: steps per batch (0 = off)")
+    tune_verb.add_argument("--post-optimization", action="store_true",
+                           help="Droplet coordinate descent on each task's best program after the search")
+    tune_verb.add_argument("--work-dir", help="tuning database and outputs (default runs/tune/SOURCE-MODEL)")
+    tune_verb.add_argument("--run-timeout", type=float, default=10.0)
+    tune_verb.add_argument("--seed", type=int, default=1)
+    tune_verb.add_argument("--json", action="store_true")
+    _add_target_args(tune_verb)
+    tune_verb.set_defaults(func=cmd_tune)
 
     dataset = verbs.add_parser("dataset", help="inspect and manage datasets").add_subparsers(dest="action",
                                                                                               required=True)
@@ -295,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         # MetaSchedule logs every evolutionary-search step at INFO; that drowns the progress bar.
         logging.getLogger("tvm").setLevel(logging.WARNING)
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)  # its console handler follows this
     try:
         return int(args.func(args) or 0)
     except TLPError as error:

@@ -1,0 +1,141 @@
+"""What ``tlp tune`` reports: the compiled result, end-to-end latency vs PyTorch eager, and the tuning curve."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tlp._tvm import ms, tvm
+from tlp.search.sources import Tunable
+
+
+def _median_seconds(run: Any, repeats: int = 20, min_total_s: float = 1.0) -> float:
+    """Median wall time of ``run()`` after one warm-up, over ``repeats`` calls or ``min_total_s`` seconds."""
+    run()
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < repeats or time.perf_counter() - started < min_total_s:
+        begin = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - begin)
+        if len(times) >= 10 * repeats:
+            break
+    return float(np.median(times))
+
+
+def torch_eager_latency(tunable: Tunable, threads: int) -> float | None:
+    """PyTorch eager on the same number of CPU threads (networks defined in PyTorch only)."""
+    if tunable.torch_module is None:
+        return None
+    import torch  # pylint: disable=import-outside-toplevel
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        module = tunable.torch_module.eval()
+        with torch.no_grad():
+            return _median_seconds(lambda: module(*tunable.torch_inputs))
+    finally:
+        torch.set_num_threads(previous)
+
+
+def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any) -> dict[str, Any]:
+    """Compile with the tuned database; for networks, also time the whole model and PyTorch eager."""
+    target = tvm.target.Target(target_json)
+    if not tunable.is_network:
+        kernels = work_dir / "kernels"
+        kernels.mkdir(exist_ok=True)
+        written = []
+        for task in tunable.tasks:
+            schedule = ms.tir_integration.compile_tir(database, task.mod, target)
+            if schedule is None:
+                continue  # nothing valid measured for this task yet
+            library = tvm.compile(schedule.mod, target=target)
+            path = kernels / f"{task.name}.so"
+            library.export_library(str(path))
+            written.append(str(path))
+        return {"compiled": written}
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    executable = ms.relax_integration.compile_relax(database, tunable.relax_mod, target, params=None)
+    path = work_dir / "compiled.so"
+    executable.export_library(str(path))
+    device = tvm.cpu()
+    machine = relax.VirtualMachine(executable, device)
+    arguments = [tvm.runtime.tensor(a, device) for a in tunable.inputs + tunable.params]
+    evaluator = machine.time_evaluator("main", device, number=1, repeat=20, min_repeat_ms=200)
+    latency = float(np.median(evaluator(*arguments).results))
+    threads = int(target_json.get("num-cores", 1))
+    eager = torch_eager_latency(tunable, threads)
+    return {"compiled": [str(path)], "end_to_end_s": latency, "torch_eager_s": eager,
+            "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads}
+
+
+def curve_points(history_path: Path, weights: list[int]) -> list[tuple[int, float, float]]:
+    """(trials, wall seconds, Σ weight·best latency) after each batch once every task has a valid program."""
+    points = []
+    if not history_path.exists():
+        return points
+    wall_offset = last_wall = 0.0
+    for line in history_path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill: the next run appends after it
+        if entry["wall_s"] < last_wall:
+            wall_offset += last_wall  # a resumed run starts its clock at 0 again
+        last_wall = entry["wall_s"]
+        best = entry["best_s"]
+        if len(best) == len(weights) and all(b for b in best):
+            points.append((entry["trials"], wall_offset + entry["wall_s"],
+                           float(sum(w * b for w, b in zip(weights, best)))))
+    return points
+
+
+def plot_curve(history_path: Path, weights: list[int], out: Path, title: str) -> Path | None:
+    points = curve_points(history_path, weights)
+    if not points:
+        return None
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    trials, _, latency = zip(*points)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.step(trials, np.array(latency) * 1e3, where="post")
+    ax.set_xlabel("measured trials")
+    ax.set_ylabel("best latency (ms, Σ weight × task)")
+    ax.set_title(f"{title}: best latency vs trials")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The result table ``tlp tune`` prints."""
+    lines = [f"{report['source']}: {report['trials']} trials in {report['wall_s']:.0f} s "
+             f"(cost model {report['config']['cost_model']})", ""]
+    width = max([len(t["name"]) for t in report["tasks"]] + [4])
+    lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS")
+    for task in report["tasks"]:
+        best = f"{task['best_latency_s'] * 1e3:9.4f}" if task["best_latency_s"] else "        -"
+        gflops = f"{task['gflops']:8.1f}" if task["gflops"] else "       -"
+        lines.append(f"{task['name'].ljust(width)}  {task['weight']:6d}  {task['trials']:6d}  {best}  {gflops}")
+    if "tasks_latency_s" in report:
+        lines.append(f"\nΣ weight × task latency: {report['tasks_latency_s'] * 1e3:.3f} ms")
+    if "end_to_end_s" in report:
+        lines.append(f"end to end (compiled, {report['threads']} threads): {report['end_to_end_s'] * 1e3:.3f} ms")
+        if report.get("torch_eager_s"):
+            lines.append(f"PyTorch eager ({report['threads']} threads): {report['torch_eager_s'] * 1e3:.3f} ms "
+                         f"-> {report['speedup_vs_torch']:.2f}x")
+    if report.get("curve_png"):
+        lines.append(f"curve: {report['curve_png']}")
+    lines.append(f"database: {report['work_dir']} (MetaSchedule JSONDatabase; re-run to continue)")
+    return "\n".join(lines)

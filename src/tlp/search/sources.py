@@ -1,0 +1,170 @@
+"""What ``tlp tune`` can tune, resolved into MetaSchedule tasks (and, for networks, what is needed to run them).
+
+A *source* is one of:
+
+- a workload of the zoo: an operator (``dense_512x512x512``) or a network (``bert_tiny``);
+- a Python file: ``path.py`` (or ``path.py:name`` to pick one object) defining a TVMScript ``IRModule`` or
+  ``PrimFunc``, a TE workload (a function returning the TE tensors ``[inputs..., output]``), or a PyTorch module
+  with its example inputs (``model`` and ``example_inputs``, or ``name`` and ``example_inputs``);
+- an ONNX file: ``path.onnx`` (input shapes from the graph; symbolic dimensions are an error).
+
+Networks (zoo, PyTorch, ONNX) keep their Relax module so the tuned database can be compiled end to end, and
+PyTorch ones keep the module to compare with eager PyTorch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tlp import TLPError
+from tlp._tvm import tvm
+from tlp.workloads import UnknownWorkloadError, expand_names, load_tasks
+from tlp.workloads.extract import relax_module_from_torch, tasks_from_relax
+from tlp.workloads.task import Task
+
+
+class SourceError(TLPError, ValueError):
+    """A tuning source that cannot be turned into tasks."""
+
+
+@dataclass
+class Tunable:
+    """Tasks to tune, plus what running the whole program needs (networks only)."""
+
+    name: str
+    tasks: list[Task]
+    relax_mod: Any = None  # Relax IRModule with parameters as inputs (networks)
+    params: list[Any] = field(default_factory=list)  # parameter values, in the order of main's parameters
+    inputs: list[Any] = field(default_factory=list)  # example inputs as numpy arrays
+    torch_module: Any = None
+    torch_inputs: tuple[Any, ...] = ()
+
+    @property
+    def is_network(self) -> bool:
+        return self.relax_mod is not None
+
+
+def resolve(spec: str, target: dict[str, Any]) -> Tunable:
+    """Turn a zoo name, a ``.py`` file or an ``.onnx`` file into a :class:`Tunable`."""
+    path_part = spec.split(":", 1)[0]
+    if path_part.endswith(".onnx"):
+        return _from_onnx(Path(path_part), target)
+    if path_part.endswith(".py"):
+        return _from_python(Path(path_part), spec.split(":", 1)[1] if ":" in spec else None, target)
+    try:
+        names = expand_names([spec])
+    except UnknownWorkloadError as error:
+        raise SourceError(f"{error}; or give a .py (TVMScript/TE/PyTorch) or .onnx file") from None
+    from tlp.workloads import _networks  # pylint: disable=import-outside-toplevel
+
+    if len(names) == 1 and names[0] in _networks():
+        network = _networks()[names[0]]
+        return _from_torch(names[0], network.build(), network.example_inputs(), target)
+    return Tunable(spec, load_tasks([spec], target))
+
+
+# ---- Python files ------------------------------------------------------------------------------------------
+def _load_python(path: Path) -> Any:
+    if not path.is_file():
+        raise SourceError(f"{path}: no such file")
+    module_name = f"_tlp_source_{abs(hash(str(path.resolve())))}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as error:  # pylint: disable=broad-except  # any failure of user code is reported the same way
+        raise SourceError(f"{path}: failed to import ({type(error).__name__}: {error})") from None
+    return module
+
+
+def _from_python(path: Path, attribute: str | None, target: dict[str, Any]) -> Tunable:
+    import torch  # pylint: disable=import-outside-toplevel
+    from tvm import te, tirx  # pylint: disable=import-outside-toplevel
+
+    module = _load_python(path)
+    names = [attribute] if attribute else [n for n in vars(module) if not n.startswith("_")]
+    if attribute and not hasattr(module, attribute):
+        raise SourceError(f"{path}: defines no {attribute!r}")
+    candidates = [(n, getattr(module, n)) for n in names]
+    for name, value in candidates:
+        if isinstance(value, torch.nn.Module):
+            inputs = getattr(module, "example_inputs", None)
+            if inputs is None:
+                raise SourceError(f"{path}: PyTorch module {name!r} needs `example_inputs` (a tuple of tensors)")
+            return _from_torch(path.stem, value, tuple(inputs() if callable(inputs) else inputs), target)
+    for name, value in candidates:
+        if isinstance(value, (tvm.IRModule, tirx.PrimFunc)):
+            mod = value if isinstance(value, tvm.IRModule) else tvm.IRModule({"main": value})
+            return Tunable(path.stem, [_single_task(f"{path.stem}.{name}", mod)])
+    for name, value in candidates:
+        if callable(value) and getattr(value, "__module__", None) == module.__name__ and name != "example_inputs":
+            try:
+                tensors = value()
+            except TypeError:
+                continue  # needs arguments: not a workload function
+            if isinstance(tensors, (list, tuple)) and tensors and all(isinstance(t, te.Tensor) for t in tensors):
+                mod = tvm.IRModule({"main": te.create_prim_func(list(tensors))})
+                return Tunable(path.stem, [_single_task(f"{path.stem}.{name}", mod)])
+    raise SourceError(f"{path}: found no TVMScript IRModule/PrimFunc, TE workload function or PyTorch module "
+                      "(with example_inputs) to tune")
+
+
+def _single_task(name: str, mod: Any) -> Task:
+    func = mod["main"] if "main" in [g.name_hint for g in mod.get_global_vars()] else None
+    if func is None or len(mod.get_global_vars()) != 1:
+        raise SourceError(f"{name}: a TIR source must hold exactly one PrimFunc named 'main'")
+    return Task(name=name, mod=mod, weight=1, network="")
+
+
+# ---- networks ----------------------------------------------------------------------------------------------
+def _from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: dict[str, Any]) -> Tunable:
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    mod = relax_module_from_torch(module, example_inputs)
+    mod, params = relax.frontend.detach_params(mod)
+    return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod,
+                   params=[p.numpy() for p in params.get("main", [])],
+                   inputs=[t.detach().numpy() for t in example_inputs], torch_module=module,
+                   torch_inputs=example_inputs)
+
+
+def _from_onnx(path: Path, target: dict[str, Any]) -> Tunable:
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    if not path.is_file():
+        raise SourceError(f"{path}: no such file")
+    try:
+        import onnx  # pylint: disable=import-outside-toplevel
+        from tvm.relax.frontend.onnx import from_onnx  # pylint: disable=import-outside-toplevel
+    except ImportError as error:
+        raise SourceError(f"{path}: ONNX support needs the `onnx` package ({error})") from None
+    try:
+        graph = onnx.load(str(path))
+    except Exception as error:  # pylint: disable=broad-except
+        raise SourceError(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
+    shapes, dtypes = {}, {}
+    initializers = {init.name for init in graph.graph.initializer}
+    for tensor in graph.graph.input:
+        if tensor.name in initializers:
+            continue
+        dims = tensor.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            raise SourceError(f"{path}: input {tensor.name!r} has a symbolic shape; TLP tunes static shapes only")
+        shapes[tensor.name] = [d.dim_value for d in dims]
+        dtypes[tensor.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor.type.tensor_type.elem_type).name
+    try:
+        mod = from_onnx(graph, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
+    except Exception as error:  # pylint: disable=broad-except  # unsupported ops surface as many error types
+        raise SourceError(f"{path}: the ONNX importer failed ({type(error).__name__}: {error})") from None
+    mod, params = relax.frontend.detach_params(mod)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(shapes[n]).astype(dtypes[n]) if dtypes[n].startswith("float")
+              else np.zeros(shapes[n], dtype=dtypes[n]) for n in shapes]
+    return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod,
+                   params=[p.numpy() for p in params.get("main", [])], inputs=inputs)

@@ -1,0 +1,286 @@
+"""``tlp tune``: MetaSchedule's search guided by a chosen cost model, with resumable databases and a report.
+
+The search itself is MetaSchedule's (``tune_tasks``: gradient task scheduler, evolutionary search); TLP changes
+the cost model and the measurement set-up (our builder, which does not import every backend's intrinsics in each
+worker, and index-safe argument filling; see :mod:`tlp._tvm`). The work directory holds MetaSchedule's own
+``JSONDatabase`` files, so the result is reusable by any MetaSchedule tool, and ``history.jsonl``, one line per
+measured batch, from which the best-latency-vs-trials curve is drawn. Re-running the same command continues: trials
+already in the database count against the budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from tlp import TLPError
+from tlp._tvm import alloc_arguments_local, ms, tvm
+from tvm.ir.utils import derived_object
+from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.search.sources import Tunable
+
+COST_MODELS = ("tlp", "xgb", "mlp", "random")
+
+
+class TuneInterrupted(TLPError):
+    """Ctrl-C during tuning: the database keeps everything measured so far."""
+
+
+@dataclass
+class TuneConfig:
+    trials: int = 200  # measured candidates in all, over all tasks (MetaSchedule's max_trials_global)
+    trials_per_task: int | None = None
+    trials_per_iter: int = 32
+    cost_model: str = "tlp"
+    model_path: str | None = None  # TLP checkpoint (default: the shipped model)
+    online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
+    post_optimization: bool = False  # Droplet coordinate descent after the search
+    post_optimization_trials: int = 100
+    seed: int = 1
+    population: int = 2048  # evolutionary search population (MetaSchedule's default)
+    compile: bool = True  # compile the result (and time networks end to end) for the report
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+
+
+@dataclass
+class TaskResult:
+    name: str
+    weight: int
+    flops: float
+    trials: int
+    best_latency_s: float | None
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / self.best_latency_s / 1e9 if self.best_latency_s else None
+
+
+# ---- cost models -------------------------------------------------------------------------------------------
+def make_cost_model(config: TuneConfig, target: dict[str, Any], num_tasks: int) -> Any:
+    """The cost model named in ``config``; MetaSchedule's own ones are made as ``tune_tir`` makes them."""
+    if config.cost_model == "tlp":
+        from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
+
+        return TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps), target=target)
+    if config.cost_model == "xgb":
+        return ms.cost_model.XGBModel(num_tuning_cores=int(target.get("num-cores", 1)), tree_method="auto")
+    if config.cost_model == "mlp":
+        from tvm.s_tir.meta_schedule.cost_model.mlp_model import MLPModel  # pylint: disable=import-outside-toplevel
+
+        return MLPModel()
+    if config.cost_model == "random":
+        return ms.cost_model.RandomModel(seed=config.seed)
+    raise TLPError(f"unknown cost model {config.cost_model!r}; choose one of {', '.join(COST_MODELS)}")
+
+
+# ---- progress, curve and Ctrl-C ----------------------------------------------------------------------------
+@derived_object
+class ProgressCallback(ms.measure_callback.PyMeasureCallback):
+    """After each measured batch: progress bar, one ``history.jsonl`` line, and a clean stop after Ctrl-C."""
+
+    def __init__(self, names: list[str], history_path: Path, total: int, done: int, best: list[float | None],
+                 stop: dict[str, bool]) -> None:
+        super().__init__()
+        self.names = names
+        self.history_path = history_path
+        self.best = best
+        self.trials = done
+        self.stop = stop
+        self.started = time.monotonic()
+        self.bar = tqdm(total=total, initial=done, unit="trial", desc="tune", dynamic_ncols=True)
+
+    def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any,
+              runner_results: Any) -> None:
+        for result in runner_results:
+            seconds = [float(s) for s in (result.run_secs or [])]
+            if result.error_msg is None and seconds and all(np.isfinite(seconds)):
+                latency = float(np.mean(seconds))
+                if self.best[task_id] is None or latency < self.best[task_id]:
+                    self.best[task_id] = latency
+        self.trials += len(runner_results)
+        line = {"trials": self.trials, "wall_s": round(time.monotonic() - self.started, 3), "task": task_id,
+                "best_s": list(self.best)}
+        with open(self.history_path, "a", encoding="utf-8") as history:
+            history.write(json.dumps(line) + "\n")
+        self.bar.update(len(runner_results))
+        best = self.best[task_id]
+        self.bar.set_postfix_str(f"{self.names[task_id][:28]} best {best * 1e3:.4f} ms" if best else
+                                 self.names[task_id][:28])
+        if self.stop["requested"]:
+            # Raising here (after AddToDatabase, which runs first) ends the search with the batch stored.
+            raise TuneInterrupted("interrupted")
+
+
+@contextlib.contextmanager
+def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
+    """First Ctrl-C: finish the batch being measured, store it, stop. Second Ctrl-C: stop at once."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop["requested"]:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        stop["requested"] = True
+        print("\ntlp tune: stopping after this batch (Ctrl-C again to stop now)", flush=True)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# ---- tuning ------------------------------------------------------------------------------------------------
+def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig) -> list[Any]:
+    cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
+    loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
+    return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
+                           search_strategy=ms.search_strategy.EvolutionarySearch(population_size=config.population),
+                           task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
+            for i, (task, logger) in enumerate(zip(tunable.tasks, loggers))]
+
+
+def _measured_per_task(database: Any, tunable: Tunable) -> tuple[list[int], list[float | None]]:
+    """Trials already stored per task and the best latency among them (a re-run continues from these)."""
+    counts: list[int] = []
+    best: list[float | None] = []
+    by_key: dict[str, list[Any]] = {}
+    for record in database.get_all_tuning_records():
+        by_key.setdefault(str(ms.utils.shash2hex(record.workload.mod)), []).append(record)
+    for task in tunable.tasks:
+        records = by_key.get(str(ms.utils.shash2hex(task.mod)), [])
+        counts.append(len(records))
+        valid = [float(np.mean([float(s) for s in r.run_secs])) for r in records
+                 if r.run_secs is not None and len(r.run_secs) and all(float(s) < 1e9 for s in r.run_secs)]
+        best.append(min(valid) if valid else None)
+    return counts, best
+
+
+def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, config: TuneConfig) -> dict[str, Any]:
+    """Tune every task of ``tunable`` into ``work_dir`` and return the report (also written as ``report.json``)."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if not tunable.tasks:
+        raise TLPError(f"{tunable.name}: no tunable tasks (nothing to schedule)")
+    target = tvm.target.Target(target_json)
+    _check_database_target(work_dir, target_json)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    done_per_task, best = _measured_per_task(database, tunable)
+    done = sum(done_per_task)
+    remaining = max(0, config.trials - done)
+    names = [t.name for t in tunable.tasks]
+    stop = {"requested": False}
+    interrupted = False
+    started = time.monotonic()
+    if remaining > 0:
+        measurer = Measurer(target_json, config.measure)
+        progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best, stop)
+        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
+        cost_model = make_cost_model(config, target_json, len(tunable.tasks))
+        weights = [float(t.weight) for t in tunable.tasks]
+        # The task scheduler's budgets are per run: what earlier runs measured is already spent.
+        per_task = None if config.trials_per_task is None else max(
+            1, config.trials_per_task - min(done_per_task))
+        try:
+            with _stop_on_ctrl_c(stop):
+                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config), task_weights=weights,
+                                   work_dir=str(work_dir), max_trials_global=remaining, max_trials_per_task=per_task,
+                                   num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
+                                   runner=measurer.runner, database=database, cost_model=cost_model,
+                                   measure_callbacks=callbacks, task_scheduler="gradient")
+        except (TuneInterrupted, KeyboardInterrupt):
+            interrupted = True
+        except Exception as error:  # the FFI wraps our TuneInterrupted raised inside a callback
+            if not stop["requested"]:
+                raise
+            interrupted = True
+            del error
+        finally:
+            progress.bar.close()
+    if config.post_optimization and not interrupted:
+        _post_optimize(work_dir, target, config.post_optimization_trials)
+        database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started)
+    report["interrupted"] = interrupted
+    (work_dir / "report.json").write_text(json.dumps(report, indent=1))
+    if interrupted:
+        raise TuneInterrupted(f"interrupted; {work_dir} keeps every measured trial (re-run to continue)")
+    return report
+
+
+def _check_database_target(work_dir: Path, target_json: dict[str, Any]) -> None:
+    """A database tuned for another target must not be continued or compiled for this one."""
+    stamp = work_dir / "target.json"
+    if stamp.exists():
+        stored = json.loads(stamp.read_text())
+        if stored != target_json:
+            raise TLPError(f"{work_dir}: this tuning database is for target {json.dumps(stored)}, not "
+                           f"{json.dumps(target_json)}; use another --work-dir")
+    else:
+        stamp.write_text(json.dumps(target_json))
+
+
+@contextlib.contextmanager
+def _droplet_measurement() -> Iterator[None]:
+    """Droplet (MetaSchedule's post-optimization) creates a stock ``LocalBuilder``/``LocalRunner`` inside.
+
+    The stock builder's workers import every backend's tensor intrinsics (~34 s on 2 cores: every build times
+    out) and the stock runner fills index tensors with random bits (gathers crash), so for its duration those two
+    names resolve to the same set-up the search used.
+    """
+    from tvm.s_tir.meta_schedule.post_optimization import space  # pylint: disable=import-outside-toplevel
+
+    original_builder, original_runner = space.ms.builder.LocalBuilder, space.ms.runner.LocalRunner
+
+    def builder(timeout_sec: float = 30.0, **_: Any) -> Any:
+        from tlp.dataset.measure import PersistentBuilder  # pylint: disable=import-outside-toplevel
+
+        return PersistentBuilder(max_workers=2, timeout_sec=max(timeout_sec, 30.0))
+
+    def runner(**kwargs: Any) -> Any:
+        return original_runner(f_alloc_argument=alloc_arguments_local, **kwargs)
+
+    space.ms.builder.LocalBuilder, space.ms.runner.LocalRunner = builder, runner
+    try:
+        yield
+    finally:
+        space.ms.builder.LocalBuilder, space.ms.runner.LocalRunner = original_builder, original_runner
+
+
+def _post_optimize(work_dir: Path, target: Any, trials: int) -> None:
+    from tvm.s_tir.meta_schedule.post_optimization.post_opt import PostOpt  # pylint: disable=import-outside-toplevel
+
+    with _droplet_measurement():
+        PostOpt(str(work_dir), target, trials=trials).run()
+
+
+# ---- report ------------------------------------------------------------------------------------------------
+def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any, config: TuneConfig,
+                 wall_s: float) -> dict[str, Any]:
+    from tlp.search.report import compile_and_time, plot_curve  # pylint: disable=import-outside-toplevel
+
+    counts, best = _measured_per_task(database, tunable)
+    tasks = [TaskResult(t.name, int(t.weight), float(t.flops), n, b)
+             for t, n, b in zip(tunable.tasks, counts, best)]
+    report: dict[str, Any] = {
+        "source": tunable.name, "target": target_json, "work_dir": str(work_dir),
+        "config": {k: v for k, v in asdict(config).items() if k != "measure"},
+        "trials": sum(counts), "wall_s": round(wall_s, 1),
+        "tasks": [{**asdict(t), "gflops": t.gflops} for t in tasks],
+    }
+    if all(t.best_latency_s for t in tasks):
+        report["tasks_latency_s"] = sum(t.weight * t.best_latency_s for t in tasks)
+    if config.compile:
+        report.update(compile_and_time(tunable, target_json, work_dir, database))
+    curve = plot_curve(work_dir / "history.jsonl", [t.weight for t in tasks], work_dir / "curve.png", tunable.name)
+    if curve:
+        report["curve_png"] = str(curve)
+    return report

@@ -1,0 +1,159 @@
+"""`tlp tune` as a user runs it: sources (zoo, TVMScript, TE, PyTorch, ONNX), databases, resume, Ctrl-C, errors."""
+
+import json
+import signal
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from conftest import TLP
+from tlp.search.sources import SourceError, resolve
+
+TVMSCRIPT = '''
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    T.func_attr({"tirx.noalias": True})
+    for i, j, k in T.grid(32, 32, 32):
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+TE = '''
+from tvm import te
+
+def workload():
+    a = te.placeholder((64, 64), name="a")
+    b = te.compute((64, 64), lambda i, j: te.exp(a[i, j]) * 2.0, name="b")
+    return [a, b]
+'''
+
+TORCH = '''
+import torch
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+torch.manual_seed(0)
+model = Tiny()
+example_inputs = (torch.randn(4, 32),)
+'''
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_python_sources_resolve_to_tasks(tmp_path, host_platform):
+    target = host_platform.target
+    script = resolve(str(_write(tmp_path, "mm.py", TVMSCRIPT)), target)
+    assert len(script.tasks) == 1 and not script.is_network and script.tasks[0].flops == 2 * 32 ** 3
+    te_source = resolve(str(_write(tmp_path, "exp.py", TE)), target)
+    assert len(te_source.tasks) == 1
+    network = resolve(str(_write(tmp_path, "tiny.py", TORCH)), target)
+    assert network.is_network and network.tasks and len(network.params) == 2  # weight and bias stay inputs
+    with pytest.raises(SourceError, match="failed to import"):
+        resolve(str(_write(tmp_path, "broken.py", "import not_a_module_anywhere")), target)
+    with pytest.raises(SourceError, match="found no TVMScript"):
+        resolve(str(_write(tmp_path, "empty.py", "x = 1")), target)
+    with pytest.raises(SourceError, match="unknown workload"):
+        resolve("no_such_network", target)
+
+
+def test_onnx_sources(tmp_path, host_platform):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    def save(nodes, name, inputs, outputs, initializers=()):
+        graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(model, str(tmp_path / name))
+        return str(tmp_path / name)
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 4], [0.1] * 64)
+    good = save([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+                "good.onnx", [x], [y], [w])
+    tunable = resolve(good, host_platform.target)
+    assert tunable.is_network and tunable.tasks and tunable.inputs[0].shape == (8, 16)
+    bad = save([helper.make_node("NoSuchOp", ["x"], ["y"], domain="")], "bad.onnx", [x], [y])
+    with pytest.raises(SourceError, match="bad.onnx: the ONNX importer failed"):
+        resolve(bad, host_platform.target)
+    (tmp_path / "junk.onnx").write_bytes(b"junk")
+    with pytest.raises(SourceError, match="junk.onnx: not a readable ONNX model"):
+        resolve(str(tmp_path / "junk.onnx"), host_platform.target)
+
+
+def _tune(args, **kwargs):
+    return subprocess.run(TLP + ["tune"] + args, capture_output=True, text=True, **kwargs)
+
+
+def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tiny_checkpoint):
+    work = tmp_path / "work"
+    common = ["softmax_1x1000", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials-per-iter", "8",
+              "--population", "64"]
+    first = _tune(common + ["--trials", "8", "--json"], timeout=600)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["trials"] == 8 and report["tasks"][0]["best_latency_s"] > 0
+    assert (work / "database_tuning_record.json").exists() and (work / "curve.png").exists()
+    assert report["compiled"] and report["compiled"][0].endswith(".so")
+    again = _tune(common + ["--trials", "16", "--json"], timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["trials"] == 16  # continued: 8 stored + 8 new, not 16 new
+    lines = (work / "database_tuning_record.json").read_text().splitlines()
+    assert len(lines) == 16
+
+
+def test_tune_a_pytorch_module_end_to_end(tmp_path, tiny_checkpoint):
+    source = _write(tmp_path, "tiny.py", TORCH)
+    done = _tune([str(source), "--model", str(tiny_checkpoint), "--work-dir", str(tmp_path / "w"), "--trials", "8",
+                  "--trials-per-iter", "8", "--population", "64", "--json"], timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["end_to_end_s"] > 0 and report["torch_eager_s"] > 0 and report["speedup_vs_torch"] > 0
+    assert (tmp_path / "w" / "compiled.so").exists()
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_database(tmp_path, tiny_checkpoint):
+    work = tmp_path / "work"
+    process = subprocess.Popen(TLP + ["tune", "dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir",
+                                      str(work), "--trials", "200", "--trials-per-iter", "4", "--population", "64"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    history = work / "history.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (history.exists() and history.read_text().strip()):
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 2, stderr
+    assert "interrupted" in stderr and "re-run to continue" in stderr
+    records = [json.loads(line) for line in (work / "database_tuning_record.json").read_text().splitlines()]
+    assert 4 <= len(records) < 200  # the batches measured before Ctrl-C, each a complete JSON line
+
+
+def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
+    old_target = _tune(["dense_64x64x64", "--target", "llvm -mcpu=znver3"])
+    assert old_target.returncode == 2 and "JSON" in old_target.stderr
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "target.json").write_text(json.dumps({"kind": "llvm", "mcpu": "cortex-a72", "num-cores": 4}))
+    other = _tune(["dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir", str(work)])
+    assert other.returncode == 2 and "cortex-a72" in other.stderr and "another --work-dir" in other.stderr
+    (tmp_path / "bad.pt").write_bytes(b"junk")
+    bad_model = _tune(["dense_64x64x64", "--model", str(tmp_path / "bad.pt"), "--work-dir", str(tmp_path / "x")])
+    assert bad_model.returncode == 2 and "not a TLP checkpoint" in bad_model.stderr
