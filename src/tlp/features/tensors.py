@@ -29,6 +29,7 @@ class LabeledPrograms:
     catalogue: dict[str, dict[str, Any]]
     skipped: Counter = field(default_factory=Counter)
     platform_id: str = ""
+    program_hashes: list[str] = field(default_factory=list)  # IR identity per program ("" when not recorded)
 
     def labels(self) -> np.ndarray:
         """min latency of the program's task / its latency."""
@@ -44,7 +45,7 @@ class LabeledPrograms:
         index = np.nonzero(keep)[0]
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index],
                                [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(self.skipped),
-                               self.platform_id)
+                               self.platform_id, [self.program_hashes[i] for i in index] if self.program_hashes else [])
 
     def split_by_network(self, test_networks: set[str]) -> tuple["LabeledPrograms", "LabeledPrograms"]:
         """(train, test): a task that appears in any test network is a test task, never a training one."""
@@ -65,7 +66,7 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
     store = dataset.store(platform_id)
     report = ReadReport()
     skipped: Counter = Counter()
-    traces, latencies, keys = [], [], []
+    traces, latencies, keys, hashes = [], [], [], []
     for program in store.latest_programs(report).values():
         if program.latency is None:
             skipped["failed (no latency)"] += 1
@@ -76,6 +77,7 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
         traces.append(program.trace_json)
         latencies.append(program.latency)
         keys.append(program.workload_key)
+        hashes.append(str(program.meta.get("program_hash", "")))
     skipped.update(report.skipped)
     per_task = Counter(keys)
     single = {k for k, n in per_task.items() if n < 2}
@@ -83,8 +85,9 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
         skipped["programs of tasks with a single valid program"] += sum(per_task[k] for k in single)
         keep = [i for i, k in enumerate(keys) if k not in single]
         traces, latencies, keys = [traces[i] for i in keep], [latencies[i] for i in keep], [keys[i] for i in keep]
+        hashes = [hashes[i] for i in keep]
     extents = {}
     for key in set(keys):
         extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)
     return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped,
-                           platform_id)
+                           platform_id, hashes)
