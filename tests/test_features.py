@@ -93,3 +93,18 @@ def test_round_trip_and_version_check(traces):
     data["config"]["version"] = 999
     with pytest.raises(ValueError, match="feature version 999"):
         TraceFeaturizer.from_json(data)
+
+
+def test_feature_report_on_real_programs(collected, host_platform):
+    from tlp.features.report import feature_report, format_feature_report
+    from tlp.features.tensors import load_programs
+
+    dataset, _ = collected
+    programs = load_programs(dataset, host_platform.id)
+    report = feature_report(programs)
+    assert sum(report["length_histogram"].values()) == len(programs.traces)
+    assert set(report["configs"]) == {"25x22", "80x22"}
+    full = report["configs"]["80x22"]
+    assert full["cropped_traces"] == 0.0 and full["collision_rate"] == 0.0  # v2 features separate every program
+    assert report["configs"]["25x22"]["cropped_traces"] > 0.5  # MetaSchedule traces are longer than Ansor's 25
+    assert "length histogram" in format_feature_report(report)

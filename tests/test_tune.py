@@ -119,6 +119,19 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert len(lines) == 16
 
 
+def test_post_optimization_runs_droplet_with_our_measurement(tmp_path, tiny_checkpoint):
+    work = tmp_path / "work"
+    done = _tune(["dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials", "8",
+                  "--trials-per-iter", "8", "--population", "64", "--post-optimization",
+                  "--post-optimization-trials", "4", "--json"], timeout=900)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    # Droplet appends its best program to the database: more records than search trials, and all of them built.
+    records = [json.loads(line) for line in (work / "database_tuning_record.json").read_text().splitlines()]
+    assert len(records) > 8 and report["tasks"][0]["best_latency_s"] > 0
+    assert "speedup" in done.stderr  # Droplet's own summary table, kept off stdout
+
+
 def test_tune_a_pytorch_module_end_to_end(tmp_path, tiny_checkpoint):
     source = _write(tmp_path, "tiny.py", TORCH)
     done = _tune([str(source), "--model", str(tiny_checkpoint), "--work-dir", str(tmp_path / "w"), "--trials", "8",

@@ -229,7 +229,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
-                        post_optimization=args.post_optimization, seed=args.seed, population=args.population,
+                        post_optimization=args.post_optimization,
+                        post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
                         measure=MeasureConfig(run_timeout_s=args.run_timeout))
     # MetaSchedule logs to stdout (and Droplet prints there); stdout is for the report alone.
     with contextlib.redirect_stdout(sys.stderr):
@@ -324,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="fine-tune the TLP model on the search's measurements: steps per batch (0 = off)")
     tune_verb.add_argument("--post-optimization", action="store_true",
                            help="Droplet coordinate descent on each task's best program after the search")
+    tune_verb.add_argument("--post-optimization-trials", type=int, default=100, help="Droplet trials per task")
     tune_verb.add_argument("--work-dir", help="tuning database and outputs (default runs/tune/SOURCE-MODEL)")
     tune_verb.add_argument("--run-timeout", type=float, default=10.0)
     tune_verb.add_argument("--seed", type=int, default=1)

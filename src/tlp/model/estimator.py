@@ -69,6 +69,20 @@ def top_k_score(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray, k
     return numerator / denominator if denominator else float("nan")
 
 
+def mean_task_top_k(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray, k: int = 1) -> float:
+    """Mean over tasks of best latency / best latency among the k top-scored programs (each task counts once).
+
+    Used for early stopping: TenSet's score sums latencies over tasks, so one slow task decides it, and across a
+    random set of validation tasks that makes the signal jump between epochs.
+    """
+    values = []
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        chosen = index[np.argsort(-scores[index], kind="stable")[:k]]
+        values.append(latencies[index].min() / latencies[chosen].min())
+    return float(np.mean(values)) if values else float("nan")
+
+
 class TLPModel:
     """The TLP cost model: ``fit`` on labeled programs, ``predict`` scores (higher = faster) for traces."""
 
@@ -97,6 +111,7 @@ class TLPModel:
                                            "string_vocab": len(self.featurizer.strings)})
         features = torch.from_numpy(programs.featurize(self.featurizer))
         labels = torch.from_numpy(programs.labels())
+        lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
         groups = programs.group_ids()
         tasks = np.unique(groups)
         rng = np.random.default_rng(cfg.seed)
@@ -117,7 +132,9 @@ class TLPModel:
             losses = []
             for start in range(0, len(order), cfg.tasks_per_batch):
                 index = np.concatenate([task_index[t] for t in order[start : start + cfg.tasks_per_batch]])
-                x, y = features[index].to(device), labels[index].to(device)
+                # Crop the batch to its longest trace: padding rows cost compute and change nothing.
+                x = features[index, : int(lengths[index].max())].to(device)
+                y = labels[index].to(device)
                 g = torch.from_numpy(groups[index]).to(device)
                 optimizer.zero_grad()
                 loss = loss_fn(self.net(x), y, g)
@@ -125,7 +142,7 @@ class TLPModel:
                 optimizer.step()
                 losses.append(loss.item())
             val_scores = self._scores(features[val_mask], device)
-            val_top1 = top_k_score(val_scores, programs.latencies[val_mask], groups[val_mask], k=1)
+            val_top1 = mean_task_top_k(val_scores, programs.latencies[val_mask], groups[val_mask], k=1)
             row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"),
                    "val_top1": val_top1}
             history.epochs.append(row)
@@ -185,7 +202,9 @@ class TLPModel:
         out = []
         with torch.no_grad():
             for start in range(0, len(features), batch):
-                out.append(self.net(features[start : start + batch].to(device)).float().cpu())
+                chunk = features[start : start + batch]
+                longest = int((chunk[..., 0] != 0).sum(dim=1).max().clamp_min(1)) if len(chunk) else 1
+                out.append(self.net(chunk[:, :longest].to(device)).float().cpu())
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
     # ---- inference -----------------------------------------------------------------------------------------
