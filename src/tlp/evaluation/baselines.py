@@ -8,9 +8,11 @@ time, as during tuning, so MetaSchedule normalizes each task's costs itself; tes
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import contextlib
+from typing import Any, Iterator, Protocol
 
 import numpy as np
+import torch
 
 from tlp._tvm import ms, tvm  # first: it keeps TVM from registering every backend's intrinsics (see _tvm.py)
 from tvm.s_tir.meta_schedule.cost_model.mlp_model import MLPModel, extract_features  # not re-exported by MS
@@ -59,6 +61,23 @@ def _by_task(programs: LabeledPrograms) -> dict[str, np.ndarray]:
     return {k: np.array(v) for k, v in groups.items()}
 
 
+@contextlib.contextmanager
+def _step_lr_without_verbose() -> Iterator[None]:
+    """MetaSchedule's MLP trainer builds ``StepLR(..., verbose=True)``; PyTorch 2.13 removed ``verbose``."""
+    original = torch.optim.lr_scheduler.StepLR
+
+    class StepLR(original):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, verbose: Any = None, **kwargs: Any) -> None:
+            del verbose
+            super().__init__(*args, **kwargs)
+
+    torch.optim.lr_scheduler.StepLR = StepLR
+    try:
+        yield
+    finally:
+        torch.optim.lr_scheduler.StepLR = original
+
+
 class MetaScheduleBaseline:
     """A MetaSchedule ``CostModel`` (``xgb`` or ``mlp``) trained on our records."""
 
@@ -92,7 +111,8 @@ class MetaScheduleBaseline:
                 features, costs = extract_features(context, candidates, results, trainer.state.extractor)
                 trainer.state.add_to_group(features, costs, shash2hex(context.mod))
         if self.name == "mlp":
-            self.model.trainer.train_full()
+            with _step_lr_without_verbose():
+                self.model.trainer.train_full()
 
     def predict(self, programs: LabeledPrograms) -> np.ndarray:
         scores = np.zeros(len(programs.traces), dtype=np.float64)

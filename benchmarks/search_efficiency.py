@@ -1,0 +1,131 @@
+"""Search efficiency: best latency vs trials (and wall time) of MetaSchedule's search under different cost models.
+
+Same search (``tlp tune``: gradient task scheduler + evolutionary search, same population and batch size), same
+budgets, several seeds, one run; only the cost model changes:
+
+- ``tlp``: the shipped TLP model, offline;
+- ``tlp-online``: the same, fine-tuned on the search's own measurements (``--online-steps``);
+- ``xgb``: MetaSchedule's default XGBoost model (learns from scratch during the search);
+- ``random``: random ranking.
+
+Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches with its full budget, as a ratio
+``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
+
+    .venv/bin/python benchmarks/search_efficiency.py --workloads bert_tiny --trials 300 --seeds 1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from tlp.dataset.measure import MeasureConfig
+from tlp.platform import host_fingerprint, host_target
+from tlp.search.report import curve_points
+from tlp.search.sources import resolve
+from tlp.search.tune import TuneConfig, tune
+
+MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
+          "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
+
+
+def _first_reaching(points: list[tuple[int, float, float]], goal: float) -> tuple[int, float] | None:
+    for trials, wall, latency in points:
+        if latency <= goal * (1 + 1e-9):
+            return trials, wall
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", default="bert_tiny")
+    parser.add_argument("--models", default="tlp,tlp-online,xgb,random")
+    parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--trials", type=int, default=300, help="budget per workload and run (all its tasks)")
+    parser.add_argument("--trials-per-iter", type=int, default=32)
+    parser.add_argument("--population", type=int, default=512)
+    parser.add_argument("--work-dir", default="runs/bench/search")
+    parser.add_argument("--out", default="benchmarks/results/search_efficiency.json")
+    args = parser.parse_args()
+
+    target = host_target()
+    models = args.models.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = Path(args.out)
+    # Several invocations (different workloads, models or budgets) accumulate in one results file.
+    results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
+    for workload in args.workloads.split(","):
+        tunable = resolve(workload, target)
+        weights = [t.weight for t in tunable.tasks]
+        runs: dict = {}
+        # Alternate models within each seed so machine noise spreads over all of them.
+        for seed in seeds:
+            for model in models:
+                work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
+                config = TuneConfig(trials=args.trials, trials_per_iter=args.trials_per_iter, seed=seed,
+                                    population=args.population, compile=False, measure=MeasureConfig(),
+                                    **MODELS[model])
+                report = tune(tunable, target, work_dir, config)
+                points = curve_points(work_dir / "history.jsonl", weights)
+                runs.setdefault(model, []).append({"seed": seed, "final_latency_s": points[-1][2] if points else None,
+                                                   "wall_s": points[-1][1] if points else None,
+                                                   "trials": report["trials"], "curve": points})
+                print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
+        summary = {}
+        xgb_goal = statistics.median(r["final_latency_s"] for r in runs["xgb"]) if "xgb" in runs else None
+        for model, model_runs in runs.items():
+            row = {"final_latency_s_median": statistics.median(r["final_latency_s"] for r in model_runs)}
+            if xgb_goal is not None:
+                reached = [_first_reaching(r["curve"], xgb_goal) for r in model_runs]
+                trials_needed = [x[0] if x else None for x in reached]
+                row["trials_to_xgb_final"] = trials_needed
+                if all(trials_needed):
+                    row["trial_ratio_vs_xgb"] = args.trials / statistics.median(trials_needed)
+                    xgb_wall = statistics.median(r["wall_s"] for r in runs["xgb"])
+                    row["wall_ratio_vs_xgb"] = xgb_wall / statistics.median(x[1] for x in reached)
+            summary[model] = row
+        results[workload] = {"tasks": len(tunable.tasks), "trials": args.trials, "trials_per_iter": args.trials_per_iter,
+                             "population": args.population, "seeds": seeds, "runs": runs, "summary": summary}
+        _plot(results[workload], workload, Path(args.out).with_name(f"search_{workload}.png"))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "machine": host_fingerprint(),
+                                   "target": target, "results": results}, indent=1))
+        print(json.dumps({workload: summary}, indent=1))
+
+
+def _plot(result: dict, workload: str, path: Path) -> None:
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for model, model_runs in result["runs"].items():
+        for i, run in enumerate(model_runs):
+            if not run["curve"]:
+                continue
+            trials, wall, latency = (np.array(v) for v in zip(*run["curve"]))
+            style = dict(color=f"C{list(result['runs']).index(model)}", alpha=0.8, where="post",
+                         label=model if i == 0 else None)
+            axes[0].step(trials, latency * 1e3, **style)
+            axes[1].step(wall, latency * 1e3, **style)
+    axes[0].set_xlabel("measured trials")
+    axes[1].set_xlabel("wall time (s)")
+    for ax in axes:
+        ax.set_ylabel("best latency (ms, Σ weight × task)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"{workload}: best latency found vs search effort (one line per seed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
