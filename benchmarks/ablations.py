@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--only", help="comma-separated variant names (default: all)")
+    parser.add_argument("--only", help="semicolon-separated variant names (default: all)")
     parser.add_argument("--out", default="benchmarks/results/ablations.json")
     args = parser.parse_args()
 
@@ -53,7 +53,7 @@ def main() -> None:
     train, test = programs.split_by_network(set(networks))
     out = Path(args.out)
     rows = json.loads(out.read_text())["rows"] if out.exists() else {}
-    chosen = args.only.split(",") if args.only else list(VARIANTS)
+    chosen = args.only.split(";") if args.only else list(VARIANTS)
     for name in chosen:
         spec = VARIANTS[name]
         started = time.monotonic()

@@ -3,7 +3,7 @@
 Both go through MetaSchedule's own cost-model interface, ``CostModel.predict(context, candidates)``, on the same
 batches of real post-processed candidates (as a search hands them to its cost model). XGBoost is first trained on
 the task's measured programs from the dataset (an untrained XGBModel does not extract features). TLP's
-instruction cache (see ``tlp._tvm.trace_json``) is emptied before every TLP repeat, so each batch starts cold.
+trace and feature caches (see ``tlp._tvm.trace_json``) are emptied before every TLP repeat, so each batch starts cold.
 Repeats alternate between the two models; we report medians and the ratio of medians.
 
     .venv/bin/python benchmarks/featurize_throughput.py --repeats 5
@@ -19,7 +19,6 @@ import statistics
 import time
 from pathlib import Path
 
-from tlp import _tvm
 from tlp._tvm import ms, tvm
 from tlp.dataset.sampler import CandidateSampler
 from tlp.dataset.store import Dataset
@@ -73,7 +72,7 @@ def main() -> None:
         trace_lengths = [len(c.sch.trace.insts) for c in candidates]
         runs = {"tlp": [], "xgb": []}
         for _ in range(args.repeats):
-            _tvm._INSTRUCTION_CACHE.clear()  # pylint: disable=protected-access  # cold start for every batch
+            tlp_model.clear_caches()  # a cold start for every batch
             started = time.perf_counter()
             tlp_model.predict(context, candidates)
             runs["tlp"].append(len(candidates) / (time.perf_counter() - started))

@@ -90,3 +90,20 @@ def test_checkpoint_errors_surface_through_the_cost_model(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"junk")
     with pytest.raises(CheckpointError, match="bad.pt"):
         TLPCostModel(tmp_path / "bad.pt")
+
+
+def test_cached_featurization_is_exact(candidates, tiny_checkpoint):
+    """The search path (shared instruction lists, cached rows) gives the same tensors as the dataset path."""
+    from tlp._tvm import clear_trace_caches
+
+    featurizer = TLPModel.load(tiny_checkpoint).featurizer
+    for task, batch in candidates.values():
+        from tlp.features.featurizer import block_extents
+
+        extents = block_extents(task.mod)
+        slow = featurizer.transform([to_plain(c.sch.trace.as_json()) for c in batch], [extents] * len(batch))
+        clear_trace_caches()
+        cache: dict = {}
+        for _ in range(2):  # cold, then every list and row from the caches
+            fast = featurizer.transform([trace_json(c.sch.trace) for c in batch], [extents] * len(batch), cache)
+            assert np.array_equal(fast, slow)

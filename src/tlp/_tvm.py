@@ -130,6 +130,14 @@ _TRACE_AS_JSON = tvm_ffi.get_global_func("s_tir.schedule.TraceAsJSON")
 _STRUCTURAL_HASH = tvm_ffi.get_global_func("ffi.StructuralHash")
 _INSTRUCTION_CACHE: dict[int, Any] = {}
 _INSTRUCTION_CACHE_LIMIT = 200_000
+_TRACE_CACHE: dict[int, Any] = {}
+_TRACE_CACHE_LIMIT = 20_000
+
+
+def clear_trace_caches() -> None:
+    """Forget every cached instruction (benchmarks use it to measure cold starts)."""
+    _INSTRUCTION_CACHE.clear()
+    _TRACE_CACHE.clear()
 
 
 def trace_json(trace: Any) -> Any:
@@ -138,9 +146,17 @@ def trace_json(trace: Any) -> Any:
     The C++ half of ``Trace.as_json`` is cheap (~10 us); converting its FFI containers to Python costs one FFI
     call per element (~40 us per instruction). The candidates of one search repeat the same instructions (those
     of a few sketches, with names fixed by their position) and differ mostly in their decisions, so each
-    instruction's JSON is converted once and then found by its structural hash (one C++ call).
+    instruction's JSON is converted once and then found by its structural hash (one C++ call). The returned
+    lists are shared between calls: treat them as read-only.
     """
     insts_json, decisions_json = _TRACE_AS_JSON(trace, False)
+    decisions = to_plain(_json_from_tvm(decisions_json))
+    # Whole instruction lists repeat too (same sketch, same post-processing): one hash finds them, and returning
+    # the very same list object lets the featurizer reuse its rows (it caches by list identity).
+    whole_key = _STRUCTURAL_HASH(insts_json, False, False)
+    cached = _TRACE_CACHE.get(whole_key)
+    if cached is not None:
+        return [cached, decisions]
     insts = []
     for inst in insts_json:
         key = _STRUCTURAL_HASH(inst, False, False)
@@ -151,7 +167,10 @@ def trace_json(trace: Any) -> Any:
             # Through TVM's own converter first: it writes an IndexMap (TransformLayout) as its JSON graph.
             plain = _INSTRUCTION_CACHE[key] = to_plain(_json_from_tvm(inst))
         insts.append(plain)
-    return [insts, to_plain(_json_from_tvm(decisions_json))]
+    if len(_TRACE_CACHE) >= _TRACE_CACHE_LIMIT:
+        _TRACE_CACHE.clear()
+    _TRACE_CACHE[whole_key] = insts
+    return [insts, decisions]
 
 
-__all__ = ["trace_json", "to_plain", "alloc_arguments_local", "alloc_arguments_rpc", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]
+__all__ = ["trace_json", "clear_trace_caches", "to_plain", "alloc_arguments_local", "alloc_arguments_rpc", "tvm", "ms", "structural_hash", "build_for_measurement", "register_tensor_intrinsics"]

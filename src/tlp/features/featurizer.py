@@ -134,31 +134,35 @@ class TraceFeaturizer:
         return self
 
     # ---- featurization -------------------------------------------------------------------------------------
-    def transform_one(self, trace: Any, extents: dict[str, list[int]] | None = None,
-                      out: np.ndarray | None = None) -> np.ndarray:
-        """One trace -> ``[seq_len, width]``. Instructions beyond ``seq_len`` are cropped (the end of the trace)."""
+    def _decision_numbers(self, kind: str, attrs: Any, decision: Any) -> list[float]:
+        numbers: list[float] = []
+        if kind == "SampleCategorical" and isinstance(decision, int) and attrs and decision < len(attrs[0]):
+            numbers.append(_log(float(attrs[0][decision])))  # the chosen value, not its index
+        else:
+            _numbers(decision, numbers)
+        return numbers
+
+    def _static_rows(self, insts: Sequence[Any], extents: dict[str, list[int]] | None
+                     ) -> tuple[np.ndarray, list[list[float]]]:
+        """Everything but the decisions: ``[seq_len, width]`` rows, and each row's numbers (decisions go first).
+
+        The candidates of one search share a few instruction lists (one per sketch and post-processing outcome)
+        and differ in their decisions, so the cost model caches this per instruction list (see ``transform``).
+        """
         cfg = self.config
         cols = cfg.columns()
-        if out is None:
-            out = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
-        insts, decisions = trace
-        decided = {int(index): value for index, value in decisions}
+        rows = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
+        row_numbers: list[list[float]] = []
         producer: dict[str, tuple[int, int]] = {}
         postproc = 0.0
         s0, r0, n0, pp = cols["strings"].start, cols["refs"].start, cols["numbers"].start, cols["postproc"].start
         for position, (kind, inputs, attrs, outputs) in enumerate(insts):
             if position < cfg.seq_len:
-                row = out[position]
+                row = rows[position]
                 row[0] = self.kinds.id(kind)
                 strings: list[str] = []
                 numbers: list[float] = []
                 refs: list[float] = []
-                if position in decided:
-                    decision = decided[position]
-                    if kind == "SampleCategorical" and isinstance(decision, int) and attrs and decision < len(attrs[0]):
-                        numbers.append(_log(float(attrs[0][decision])))  # the chosen value, not its index
-                    else:
-                        _numbers(decision, numbers)
                 for item in inputs:
                     if isinstance(item, str) and item in producer:
                         # Which output of the producer matters too (RFactor on the 2nd vs 3rd loop of one Split).
@@ -176,6 +180,7 @@ class TraceFeaturizer:
                     row[s0 + j] = self.strings.id(text)
                 row[r0 : r0 + min(len(refs), cfg.num_refs)] = refs[: cfg.num_refs]
                 row[n0 : n0 + min(len(numbers), cfg.num_numbers)] = numbers[: cfg.num_numbers]
+                row_numbers.append(numbers)
                 if kind == "EnterPostproc":
                     postproc = 1.0
                 row[pp] = postproc
@@ -183,14 +188,43 @@ class TraceFeaturizer:
                 postproc = 1.0
             for output_index, name in enumerate(outputs):
                 producer[name] = (position, output_index)
+        return rows, row_numbers
+
+    def transform_one(self, trace: Any, extents: dict[str, list[int]] | None = None,
+                      out: np.ndarray | None = None, cache: dict[int, Any] | None = None) -> np.ndarray:
+        """One trace -> ``[seq_len, width]``. Instructions beyond ``seq_len`` are cropped (the end of the trace).
+
+        ``cache`` (id of the instruction list -> its static rows) skips re-reading instruction lists seen before;
+        an entry is used only for the very same list and extents objects, so results never change.
+        """
+        cfg = self.config
+        if out is None:
+            out = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
+        insts, decisions = trace
+        entry = cache.get(id(insts)) if cache is not None else None
+        if entry is None or entry[0] is not insts or entry[1] is not extents:
+            entry = (insts, extents, *self._static_rows(insts, extents))
+            if cache is not None:
+                cache[id(insts)] = entry
+        rows, row_numbers = entry[2], entry[3]
+        out[:] = rows
+        n0, width = cfg.columns()["numbers"].start, cfg.num_numbers
+        for index, decision in decisions:
+            position = int(index)
+            if position >= cfg.seq_len or position >= len(insts):
+                continue
+            kind, _inputs, attrs, _outputs = insts[position]
+            numbers = (self._decision_numbers(kind, attrs, decision) + row_numbers[position])[:width]
+            out[position, n0 : n0 + width] = 0.0
+            out[position, n0 : n0 + len(numbers)] = numbers
         return out
 
-    def transform(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None
-                  ) -> np.ndarray:
+    def transform(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None,
+                  cache: dict[int, Any] | None = None) -> np.ndarray:
         """Many traces -> ``float32 [N, seq_len, width]`` (rows past a trace's end are padding, kind id 0)."""
         out = np.zeros((len(traces), self.config.seq_len, self.config.width), dtype=np.float32)
         for i, trace in enumerate(traces):
-            self.transform_one(trace, extents[i] if extents is not None else None, out[i])
+            self.transform_one(trace, extents[i] if extents is not None else None, out[i], cache)
         assert PAD == 0  # padding rows are all-zero, kind id 0
         return out
 

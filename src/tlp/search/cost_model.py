@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tlp._tvm import ms, structural_hash, trace_json, tvm  # first: see _tvm.py
+from tlp._tvm import clear_trace_caches, ms, structural_hash, trace_json, tvm  # first: see _tvm.py
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tlp.features.featurizer import block_extents
@@ -80,6 +80,7 @@ class TLPCostModel(PyCostModel):
         self._tasks: dict[int, _TaskState] = {}
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
         self.candidates_scored = 0
+        self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
         self._check_platform(target)
 
     @staticmethod
@@ -102,6 +103,7 @@ class TLPCostModel(PyCostModel):
     def load(self, path: str) -> None:
         self.model = TLPModel.load(path)
         self._tasks.clear()
+        self._feature_cache.clear()
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -132,6 +134,11 @@ class TLPCostModel(PyCostModel):
         del state.latencies[: -self.online.max_programs]
         self._fine_tune()
 
+    def clear_caches(self) -> None:
+        """Forget cached trace conversions and feature rows (a cold start; results do not change)."""
+        clear_trace_caches()
+        self._feature_cache.clear()
+
     # ---- internals -----------------------------------------------------------------------------------------
     def _task(self, context: Any) -> _TaskState:
         key = structural_hash(context.mod)
@@ -140,7 +147,9 @@ class TLPCostModel(PyCostModel):
         return self._tasks[key]
 
     def _raw_scores(self, state: _TaskState, traces: list[Any]) -> np.ndarray:
-        features = self.model.featurizer.transform(traces, [state.extents] * len(traces))
+        if len(self._feature_cache) > 4096:
+            self._feature_cache.clear()
+        features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
         return self.model.predict_features(features).astype("float64")
 
     def _fine_tune(self) -> None:
