@@ -1,9 +1,9 @@
 """Kernel quality: a 512×512×512 float32 GEMM tuned with TLP, vs numpy, PyTorch and the CPU's peak.
 
 Tunes ``dense_512x512x512`` (``tlp tune``, TLP cost model, ``--trials`` trials) and times numpy and PyTorch on the
-same number of threads. Peak = physical cores × clock × fp32 FLOP per cycle per core, where FLOP per cycle comes
-from the ISA (2 FMA pipes: 32 with AVX2+FMA, 64 with AVX-512) and the clock is the highest the OS reports; both
-are stated in the result so the assumption can be checked.
+same number of threads. Nominal peak = physical cores × clock × fp32 FLOP per cycle per core (FLOP per cycle from the
+ISA: 32 with AVX2+FMA, 64 with AVX-512; the clock the OS reports). A VM reports its nominal clock and boost makes
+BLAS exceed that, so the peak used is the larger of the nominal peak and the best measured GEMM (numpy, PyTorch).
 
     .venv/bin/python benchmarks/gemm_peak.py --trials 200
 """
@@ -77,10 +77,14 @@ def main() -> None:
     torch_gflops = _gflops_of(lambda: ta @ tb)
     fingerprint = host_fingerprint()
     peak = peak_gflops(fingerprint)
+    # A VM reports its nominal clock; boost clocks make vendor BLAS beat that "peak". The peak is at least what
+    # the best measured GEMM reaches, so the share is taken of the larger of the two.
+    peak["peak_gflops_nominal"] = peak.pop("peak_gflops")
+    peak["peak_gflops"] = max(peak["peak_gflops_nominal"], numpy_gflops, torch_gflops)
     result = {"date": datetime.date.today().isoformat(), "machine": fingerprint, "target": target,
               "trials": report["trials"], "cost_model": args.cost_model, "seed": args.seed,
               "tuned_gflops": tuned, "numpy_gflops": numpy_gflops, "torch_gflops": torch_gflops, **peak,
-              "tuned_share_of_peak": tuned / peak["peak_gflops"] if peak["peak_gflops"] else None,
+              "tuned_share_of_peak": tuned / peak["peak_gflops"],
               "tuning_wall_s": report["wall_s"]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
