@@ -120,8 +120,8 @@ def plot_curve(history_path: Path, weights: list[int], out: Path, title: str) ->
 
 def format_report(report: dict[str, Any]) -> str:
     """The result table ``tlp tune`` prints."""
-    lines = [f"{report['source']}: {report['trials']} trials in {report['wall_s']:.0f} s "
-             f"(cost model {report['config']['cost_model']})", ""]
+    lines = [f"{report['source']}: {report['trials']} trials in the database ({report['wall_s']:.0f} s in this run, "
+             f"cost model {report['config']['cost_model']})", ""]
     width = max([len(t["name"]) for t in report["tasks"]] + [4])
     lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS")
     for task in report["tasks"]:
