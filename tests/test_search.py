@@ -1,5 +1,6 @@
 """TLP inside MetaSchedule's search: the fast trace path, TLPCostModel in tune_tir, online fine-tuning, warnings."""
 
+import logging
 import warnings
 
 import numpy as np
@@ -44,6 +45,11 @@ def test_cost_model_scores_candidates_positive_and_in_model_order(candidates, ti
 
 def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platform, tmp_path):
     task = tiny_tasks[0]
+    # pytest attaches unnamed capture handlers to MetaSchedule's logger after an earlier in-process tune_tir
+    # (test_import); MetaSchedule's logging config lists its logger's handlers by name and fails on those.
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
+        ms_logger.removeHandler(handler)
     cost_model = TLPCostModel(tiny_checkpoint, target=host_platform.target)
     measurer = Measurer(host_platform.target, MeasureConfig(repeat=2, min_repeat_ms=2))
     database = ms.tune_tir(mod=task.mod, target=tvm.target.Target(host_platform.target), work_dir=str(tmp_path),
