@@ -64,7 +64,7 @@ class TaskResult:
 
 
 # ---- cost models -------------------------------------------------------------------------------------------
-def make_cost_model(config: TuneConfig, target: dict[str, Any], num_tasks: int) -> Any:
+def make_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     """The cost model named in ``config``; MetaSchedule's own ones are made as ``tune_tir`` makes them."""
     if config.cost_model == "tlp":
         from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
@@ -184,7 +184,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         measurer = Measurer(target_json, config.measure)
         progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best, stop)
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
-        cost_model = make_cost_model(config, target_json, len(tunable.tasks))
+        cost_model = make_cost_model(config, target_json)
         weights = [float(t.weight) for t in tunable.tasks]
         # The task scheduler's budgets are per run: what earlier runs measured is already spent.
         per_task = None if config.trials_per_task is None else max(
@@ -198,11 +198,10 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                    measure_callbacks=callbacks, task_scheduler="gradient")
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
-        except Exception as error:  # the FFI wraps our TuneInterrupted raised inside a callback
+        except Exception:  # the FFI wraps our TuneInterrupted raised inside a callback
             if not stop["requested"]:
                 raise
             interrupted = True
-            del error
         finally:
             progress.bar.close()
     if config.post_optimization and not interrupted:
