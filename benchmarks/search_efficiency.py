@@ -12,6 +12,7 @@ Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches 
 ``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
 
     .venv/bin/python benchmarks/search_efficiency.py --workloads bert_tiny --trials 300 --seeds 1,2
+    .venv/bin/python benchmarks/search_efficiency.py --workloads mobilenet_v2,resnet50 --top-tasks 4 --trials 128
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="bert_tiny")
     parser.add_argument("--models", default="tlp,tlp-online,xgb,random")
     parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--top-tasks", type=int, default=0,
+                        help="networks: tune only their N heaviest tasks (weight x FLOPs); 0 = all")
     parser.add_argument("--trials", type=int, default=300, help="budget per workload and run (all its tasks)")
     parser.add_argument("--trials-per-iter", type=int, default=32)
     parser.add_argument("--population", type=int, default=512)
@@ -59,8 +62,11 @@ def main() -> None:
     out = Path(args.out)
     # Several invocations (different workloads, models or budgets) accumulate in one results file.
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
-    for workload in args.workloads.split(","):
-        tunable = resolve(workload, target)
+    for name in args.workloads.split(","):
+        tunable = resolve(name, target)
+        if args.top_tasks and tunable.is_network:
+            tunable = tunable.top_tasks(args.top_tasks)
+        workload = tunable.name
         weights = [t.weight for t in tunable.tasks]
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore, ReadReport
+from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore, ReadReport, mean_latency
 from tlp.platform import Platform
 
 PLATFORM = Platform({"kind": "llvm", "mcpu": "test-cpu", "num-cores": 2}, {"cpu_model": "test"})
@@ -31,6 +31,13 @@ def test_records_round_trip_with_metadata(tmp_path):
     # the record file is MetaSchedule's format: [workload index, [trace, run_secs, target, args_info]]
     first = json.loads((tmp_path / PLATFORM.id / PlatformStore.RECORDS).read_text().splitlines()[0])
     assert first[0] == 0 and first[1][1] == [1e-3, 1.1e-3, 0.9e-3] and first[1][2]["mcpu"] == "test-cpu"
+
+
+def test_one_rule_decides_what_a_valid_latency_is():
+    assert mean_latency([1e-3, 3e-3]) == pytest.approx(2e-3)
+    for bad in ([], None, [float("nan")], [float("inf")], [0.0], [2e-3, -1e-3], [1e10]):
+        assert mean_latency(bad) is None, bad
+    assert mean_latency([1e-3], error="build failed") is None  # an error wins over any numbers
 
 
 def test_invalid_latencies_are_stored_as_failures_with_a_reason(tmp_path):

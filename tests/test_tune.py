@@ -65,6 +65,12 @@ def test_python_sources_resolve_to_tasks(tmp_path, host_platform):
     assert len(te_source.tasks) == 1
     network = resolve(str(_write(tmp_path, "tiny.py", TORCH)), target)
     assert network.is_network and network.tasks and len(network.params) == 2  # weight and bias stay inputs
+    heaviest = max(network.tasks, key=lambda task: task.weight * task.flops)
+    top = network.top_tasks(1)
+    assert top.tasks == [heaviest] and top.name == "tiny-top1" and top.relax_mod is network.relax_mod
+    assert network.top_tasks(len(network.tasks)) is network
+    with pytest.raises(SourceError, match="must be positive"):
+        network.top_tasks(0)
     with pytest.raises(SourceError, match="failed to import"):
         resolve(str(_write(tmp_path, "broken.py", "import not_a_module_anywhere")), target)
     with pytest.raises(SourceError, match="found no TVMScript"):

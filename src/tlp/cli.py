@@ -226,6 +226,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     target = _target(args)
     tunable = resolve(args.source, target)
+    if args.top_tasks:
+        tunable = tunable.top_tasks(args.top_tasks)
     work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
@@ -318,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--model", help="TLP checkpoint (default: the shipped model)")
     tune_verb.add_argument("--trials", type=int, default=200, help="measured candidates in all (all tasks)")
     tune_verb.add_argument("--trials-per-task", type=int)
+    tune_verb.add_argument("--top-tasks", type=int, metavar="N",
+                           help="tune only the N heaviest tasks (weight x FLOPs); the rest keep default schedules")
     tune_verb.add_argument("--trials-per-iter", type=int, default=32, help="candidates measured per search round")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")

@@ -35,6 +35,18 @@ from tlp.platform import Platform
 FAILED_LATENCY_S = 1e9
 
 
+def mean_latency(run_secs: Any, error: Any = None) -> float | None:
+    """Mean of a run's repeats in seconds, as MetaSchedule ranks records; ``None`` for a failed run (an error, no
+    repeats, or a NaN/inf/non-positive/failure-marker latency). The one place that decides what a valid latency is."""
+    if error is not None or not run_secs:
+        return None
+    seconds = [float(s) for s in run_secs]
+    mean = sum(seconds) / len(seconds)
+    if not mean > 0 or mean >= FAILED_LATENCY_S or mean != mean or min(seconds) <= 0:
+        return None
+    return mean
+
+
 class DatasetError(TLPError, RuntimeError):
     """The dataset on disk cannot be used as asked; the message names the file and what is wrong."""
 
@@ -83,12 +95,7 @@ class MeasuredProgram:
     @property
     def latency(self) -> float | None:
         """Mean of the repeats, as MetaSchedule ranks records; None for failures."""
-        if not self.run_secs:
-            return None
-        mean = sum(self.run_secs) / len(self.run_secs)
-        if not mean > 0 or mean >= FAILED_LATENCY_S or mean != mean:
-            return None
-        return mean
+        return mean_latency(self.run_secs)
 
     @property
     def noise_cv(self) -> float | None:

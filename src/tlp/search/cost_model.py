@@ -16,9 +16,8 @@ weigh tens of times more than the average one, as MetaSchedule's throughput-regr
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import numpy as np
 from tlp._tvm import clear_trace_caches, ms, structural_hash, trace_json, tvm  # first: see _tvm.py
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tlp.dataset.store import mean_latency
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import TLPModel
 from tlp.platform import Platform
@@ -53,8 +53,9 @@ class _TaskState:
     extents: dict[str, list[int]]
     offset: float | None = None  # score calibration, fixed on the first predicted batch
     scale: float = 1.0
-    traces: list[Any] | None = None
-    latencies: list[float] | None = None
+    # Measurements of the running search, featurized once when recorded (fine-tuning reuses them every update).
+    features: list[np.ndarray] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
 
 
 def _checkpoint_platform(model: TLPModel) -> list[str]:
@@ -124,14 +125,16 @@ class TLPCostModel(PyCostModel):
         if self.online.steps <= 0:
             return
         state = self._task(context)
-        for candidate, result in zip(candidates, results):
-            seconds = [float(s) for s in (result.run_secs or [])]
-            if result.error_msg is not None or not seconds or not all(math.isfinite(s) and s > 0 for s in seconds):
-                continue  # failures carry no latency
-            state.traces.append(trace_json(candidate.sch.trace))
-            state.latencies.append(float(np.mean(seconds)))
-        del state.traces[: -self.online.max_programs]
-        del state.latencies[: -self.online.max_programs]
+        measured = [(candidate, latency) for candidate, latency in
+                    ((c, mean_latency(r.run_secs, r.error_msg)) for c, r in zip(candidates, results))
+                    if latency is not None]  # failures carry no latency
+        if measured:
+            traces = [trace_json(candidate.sch.trace) for candidate, _ in measured]
+            rows = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
+            state.features.extend(rows)
+            state.latencies.extend(latency for _, latency in measured)
+            del state.features[: -self.online.max_programs]
+            del state.latencies[: -self.online.max_programs]
         self._fine_tune()
 
     def clear_caches(self) -> None:
@@ -143,7 +146,7 @@ class TLPCostModel(PyCostModel):
     def _task(self, context: Any) -> _TaskState:
         key = structural_hash(context.mod)
         if key not in self._tasks:
-            self._tasks[key] = _TaskState(block_extents(context.mod), traces=[], latencies=[])
+            self._tasks[key] = _TaskState(block_extents(context.mod))
         return self._tasks[key]
 
     def _raw_scores(self, state: _TaskState, traces: list[Any]) -> np.ndarray:
@@ -158,7 +161,7 @@ class TLPCostModel(PyCostModel):
             if len(state.latencies) < 2:
                 continue
             latencies = np.array(state.latencies)
-            features.append(self.model.featurizer.transform(state.traces, [state.extents] * len(state.traces)))
+            features.append(np.stack(state.features))
             labels.append(latencies.min() / latencies)
             groups.append(np.full(len(latencies), group))
         if not features:

@@ -47,6 +47,22 @@ class Tunable:
     def is_network(self) -> bool:
         return self.relax_mod is not None
 
+    def top_tasks(self, count: int) -> "Tunable":
+        """The same program with only its ``count`` heaviest tasks (weight × FLOPs) to tune.
+
+        Tuning a network's few dominant kernels is how one gets most of its speed-up on a small budget; the other
+        kernels keep TVM's default schedules when the network is compiled.
+        """
+        if count <= 0:
+            raise SourceError(f"{self.name}: --top-tasks must be positive, got {count}")
+        if count >= len(self.tasks):
+            return self
+        ranked = sorted(range(len(self.tasks)), key=lambda i: self.tasks[i].weight * self.tasks[i].flops,
+                        reverse=True)[:count]
+        kept = [self.tasks[i] for i in sorted(ranked)]  # keep extraction order
+        return Tunable(f"{self.name}-top{count}", kept, self.relax_mod, self.params, self.inputs, self.torch_module,
+                       self.torch_inputs)
+
 
 def resolve(spec: str, target: dict[str, Any]) -> Tunable:
     """Turn a zoo name, a ``.py`` file or an ``.onnx`` file into a :class:`Tunable`."""

@@ -18,13 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 from tqdm import tqdm
 
 from tlp import TLPError
 from tlp._tvm import alloc_arguments_local, ms, tvm
 from tvm.ir.utils import derived_object
 from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.dataset.store import mean_latency
 from tlp.search.sources import Tunable
 
 COST_MODELS = ("tlp", "xgb", "mlp", "random")
@@ -100,11 +100,9 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any,
               runner_results: Any) -> None:
         for result in runner_results:
-            seconds = [float(s) for s in (result.run_secs or [])]
-            if result.error_msg is None and seconds and all(np.isfinite(seconds)):
-                latency = float(np.mean(seconds))
-                if self.best[task_id] is None or latency < self.best[task_id]:
-                    self.best[task_id] = latency
+            latency = mean_latency(result.run_secs, result.error_msg)
+            if latency is not None and (self.best[task_id] is None or latency < self.best[task_id]):
+                self.best[task_id] = latency
         self.trials += len(runner_results)
         line = {"trials": self.trials, "wall_s": round(time.monotonic() - self.started, 3), "task": task_id,
                 "best_s": list(self.best)}
@@ -158,8 +156,7 @@ def _measured_per_task(database: Any, tunable: Tunable) -> tuple[list[int], list
     for task in tunable.tasks:
         records = by_key.get(str(ms.utils.shash2hex(task.mod)), [])
         counts.append(len(records))
-        valid = [float(np.mean([float(s) for s in r.run_secs])) for r in records
-                 if r.run_secs is not None and len(r.run_secs) and all(float(s) < 1e9 for s in r.run_secs)]
+        valid = [latency for latency in (mean_latency(r.run_secs) for r in records) if latency is not None]
         best.append(min(valid) if valid else None)
     return counts, best
 
