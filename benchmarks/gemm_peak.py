@@ -6,6 +6,9 @@ ISA: 32 with AVX2+FMA, 64 with AVX-512; the clock the OS reports). A VM reports 
 BLAS exceed that, so the peak used is the larger of the nominal peak and the best measured GEMM (numpy, PyTorch).
 
     .venv/bin/python benchmarks/gemm_peak.py --trials 200
+    .venv/bin/python benchmarks/gemm_peak.py --trials 200 --online-steps 5 --post-optimization
+
+Each configuration is one row of the results file (rows of earlier invocations are kept).
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--cost-model", default="tlp")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--online-steps", type=int, default=0, help="TLP fine-tuning steps per measured batch")
+    parser.add_argument("--post-optimization", action="store_true", help="Droplet coordinate descent afterwards")
+    parser.add_argument("--post-optimization-trials", type=int, default=100)
     parser.add_argument("--work-dir", default="runs/bench/gemm")
     parser.add_argument("--out", default="benchmarks/results/gemm_peak.json")
     args = parser.parse_args()
@@ -61,9 +67,13 @@ def main() -> None:
     target = host_target()
     threads = int(target["num-cores"])
     tunable = resolve(f"dense_{N}x{N}x{N}", target)
-    work_dir = Path(args.work_dir) / f"{args.cost_model}-seed{args.seed}"
-    report = tune(tunable, target, work_dir, TuneConfig(trials=args.trials, cost_model=args.cost_model,
-                                                        seed=args.seed, population=512))
+    label = (f"{args.cost_model}{f'-online{args.online_steps}' if args.online_steps else ''}"
+             f"{f'-droplet{args.post_optimization_trials}' if args.post_optimization else ''}-seed{args.seed}")
+    work_dir = Path(args.work_dir) / label
+    report = tune(tunable, target, work_dir, TuneConfig(
+        trials=args.trials, cost_model=args.cost_model, seed=args.seed, population=512,
+        online_steps=args.online_steps, post_optimization=args.post_optimization,
+        post_optimization_trials=args.post_optimization_trials))
     tuned = report["tasks"][0]["gflops"]
 
     a = np.random.default_rng(0).standard_normal((N, N), dtype=np.float32)
@@ -81,14 +91,17 @@ def main() -> None:
     # the best measured GEMM reaches, so the share is taken of the larger of the two.
     peak["peak_gflops_nominal"] = peak.pop("peak_gflops")
     peak["peak_gflops"] = max(peak["peak_gflops_nominal"], numpy_gflops, torch_gflops)
-    result = {"date": datetime.date.today().isoformat(), "machine": fingerprint, "target": target,
-              "trials": report["trials"], "cost_model": args.cost_model, "seed": args.seed,
-              "tuned_gflops": tuned, "numpy_gflops": numpy_gflops, "torch_gflops": torch_gflops, **peak,
-              "tuned_share_of_peak": tuned / peak["peak_gflops"],
-              "tuning_wall_s": report["wall_s"]}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
-    print(json.dumps(result, indent=1))
+    row = {"date": datetime.date.today().isoformat(), "trials": report["trials"], "search_trials": args.trials,
+           "cost_model": args.cost_model, "online_steps": args.online_steps,
+           "post_optimization_trials": args.post_optimization_trials if args.post_optimization else 0,
+           "seed": args.seed, "tuned_gflops": tuned, "numpy_gflops": numpy_gflops, "torch_gflops": torch_gflops,
+           **peak, "tuned_share_of_peak": tuned / peak["peak_gflops"], "tuning_wall_s": report["wall_s"]}
+    out = Path(args.out)
+    rows = json.loads(out.read_text()).get("rows", {}) if out.exists() else {}
+    rows[label] = row
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": fingerprint, "target": target, "rows": rows}, indent=1))
+    print(json.dumps(row, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.sampler import CandidateSampler
 from tlp.model.estimator import CheckpointError, TLPModel
 from tlp.search import OnlineTuning, PlatformMismatchWarning, TLPCostModel
+from tlp.workloads.extract import relax_module_from_torch
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +44,17 @@ def test_cost_model_scores_candidates_positive_and_in_model_order(candidates, ti
         assert np.allclose(model.predict(context, batch[:3]), scores[:3])
 
 
-def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platform, tmp_path):
-    task = tiny_tasks[0]
+def _drop_unnamed_log_handlers():
     # pytest attaches unnamed capture handlers to MetaSchedule's logger after an earlier in-process tune_tir
     # (test_import); MetaSchedule's logging config lists its logger's handlers by name and fails on those.
     ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
     for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
         ms_logger.removeHandler(handler)
+
+
+def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platform, tmp_path):
+    task = tiny_tasks[0]
+    _drop_unnamed_log_handlers()
     cost_model = TLPCostModel(tiny_checkpoint, target=host_platform.target)
     measurer = Measurer(host_platform.target, MeasureConfig(repeat=2, min_repeat_ms=2))
     database = ms.tune_tir(mod=task.mod, target=tvm.target.Target(host_platform.target), work_dir=str(tmp_path),
@@ -58,6 +63,24 @@ def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platfo
     records = database.get_all_tuning_records()
     assert len(records) == 8
     assert cost_model.candidates_scored > 8  # the evolutionary search asked TLP to rank its population
+
+
+def test_tlp_cost_model_drives_tune_relax(tiny_checkpoint, host_platform, tmp_path):
+    import torch
+    from tvm import relax
+
+    _drop_unnamed_log_handlers()
+    network = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU())
+    mod = relax.get_pipeline("zero")(relax_module_from_torch(network, (torch.randn(4, 32),)))
+    cost_model = TLPCostModel(tiny_checkpoint, target=host_platform.target)
+    measurer = Measurer(host_platform.target, MeasureConfig(repeat=2, min_repeat_ms=2))
+    database = ms.relax_integration.tune_relax(
+        mod=mod, params={}, target=tvm.target.Target(host_platform.target), work_dir=str(tmp_path),
+        max_trials_global=8, num_trials_per_iter=8, builder=measurer.builder, runner=measurer.runner,
+        cost_model=cost_model, seed=1)
+    assert len(database.get_all_tuning_records()) == 8
+    assert cost_model.candidates_scored > 8
+    assert all(seconds > 0 for seconds in cost_model.seconds.values())  # where predict's time went
 
 
 def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny_checkpoint, host_platform):

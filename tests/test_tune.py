@@ -118,6 +118,7 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert report["trials"] == 8 and report["tasks"][0]["best_latency_s"] > 0
     assert (work / "database_tuning_record.json").exists() and (work / "curve.png").exists()
     assert report["compiled"] and report["compiled"][0].endswith(".so")
+    assert report["candidates_scored"] >= 8 and report["cost_model_time_s"]["network"] > 0
     again = _tune(common + ["--trials", "16", "--json"], timeout=600)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["trials"] == 16  # continued: 8 stored + 8 new, not 16 new

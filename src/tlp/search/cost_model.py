@@ -16,6 +16,7 @@ weigh tens of times more than the average one, as MetaSchedule's throughput-regr
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,8 @@ class TLPCostModel(PyCostModel):
         self._tasks: dict[int, _TaskState] = {}
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
         self.candidates_scored = 0
+        # Where predict's time goes (cumulative seconds): reading traces, featurizing, the network.
+        self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0}
         self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
         self._check_platform(target)
 
@@ -114,7 +117,17 @@ class TLPCostModel(PyCostModel):
             return np.zeros(0, dtype="float64")
         state = self._task(context)
         self.candidates_scored += len(candidates)
-        scores = self._raw_scores(state, [trace_json(c.sch.trace) for c in candidates])
+        started = time.perf_counter()
+        traces = [trace_json(c.sch.trace) for c in candidates]
+        traced = time.perf_counter()
+        if len(self._feature_cache) > 4096:
+            self._feature_cache.clear()
+        features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
+        featurized = time.perf_counter()
+        scores = self.model.predict_features(features).astype("float64")
+        self.seconds["trace"] += traced - started
+        self.seconds["featurize"] += featurized - traced
+        self.seconds["network"] += time.perf_counter() - featurized
         if state.offset is None:
             state.offset = float(np.mean(scores))
             state.scale = float(np.std(scores)) or 1.0
@@ -148,12 +161,6 @@ class TLPCostModel(PyCostModel):
         if key not in self._tasks:
             self._tasks[key] = _TaskState(block_extents(context.mod))
         return self._tasks[key]
-
-    def _raw_scores(self, state: _TaskState, traces: list[Any]) -> np.ndarray:
-        if len(self._feature_cache) > 4096:
-            self._feature_cache.clear()
-        features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
-        return self.model.predict_features(features).astype("float64")
 
     def _fine_tune(self) -> None:
         features, labels, groups = [], [], []

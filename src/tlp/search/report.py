@@ -135,6 +135,11 @@ def format_report(report: dict[str, Any]) -> str:
         if report.get("torch_eager_s"):
             lines.append(f"PyTorch eager ({report['threads']} threads): {report['torch_eager_s'] * 1e3:.3f} ms "
                          f"-> {report['speedup_vs_torch']:.2f}x")
+    if report.get("cost_model_time_s"):
+        spent = report["cost_model_time_s"]
+        lines.append(f"TLP cost model: {report['candidates_scored']} candidates scored in {sum(spent.values()):.1f} s "
+                     f"(traces {spent['trace']:.1f} s, features {spent['featurize']:.1f} s, "
+                     f"network {spent['network']:.1f} s)")
     if report.get("curve_png"):
         lines.append(f"curve: {report['curve_png']}")
     lines.append(f"database: {report['work_dir']} (MetaSchedule JSONDatabase; re-run to continue)")

@@ -206,6 +206,10 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started)
     report["interrupted"] = interrupted
+    if remaining > 0 and hasattr(cost_model, "seconds"):
+        # How much of this run's wall time the TLP model took (reading traces, featurizing, its network).
+        report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
+        report["candidates_scored"] = cost_model.candidates_scored
     (work_dir / "report.json").write_text(json.dumps(report, indent=1))
     if interrupted:
         raise TuneInterrupted(f"interrupted; {work_dir} keeps every measured trial (re-run to continue)")
