@@ -32,6 +32,8 @@ VARIANTS = {
     "attention + lambdarank, crop 25": dict(arch="attention", loss="lambdarank", seq_len=25),
     "attention + lambdarank, crop 40": dict(arch="attention", loss="lambdarank", seq_len=40),
     "attention + lambdarank, hidden 64": dict(arch="attention", loss="lambdarank", seq_len=80, hidden=64),
+    # Cheaper networks for scoring speed (the network is most of TLP's time per candidate):
+    "attention + lambdarank, crop 25, hidden 128": dict(arch="attention", loss="lambdarank", seq_len=25, hidden=128),
 }
 
 

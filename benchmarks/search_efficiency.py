@@ -47,6 +47,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="bert_tiny")
     parser.add_argument("--models", default="tlp,tlp-online,xgb,random")
     parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--tlp-model", help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); "
+                                            "runs are stored under their own names (tlp@MODEL)")
     parser.add_argument("--top-tasks", type=int, default=0,
                         help="networks: tune only their N heaviest tasks (weight x FLOPs); 0 = all")
     parser.add_argument("--trials", type=int, default=300, help="budget per workload and run (all its tasks)")
@@ -81,17 +83,22 @@ def main() -> None:
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
-            for model in models:
+            for base_model in models:
+                uses_tlp = MODELS[base_model]["cost_model"] == "tlp"
+                model = f"{base_model}@{args.tlp_model}" if uses_tlp and args.tlp_model else base_model
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
                 config = TuneConfig(trials=args.trials, trials_per_iter=args.trials_per_iter, seed=seed,
                                     population=args.population, compile=False, measure=MeasureConfig(),
-                                    **MODELS[model])
+                                    model_path=args.tlp_model if uses_tlp else None, **MODELS[base_model])
                 report = tune(tunable, target, work_dir, config)
                 points = curve_points(work_dir / "history.jsonl", weights)
                 runs.setdefault(model, []).append({"seed": seed, "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
                                                    "trials": report["trials"], "curve": points})
                 print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
+        earlier = results.get(workload, {})
+        if earlier.get("trials") == args.trials:  # same budget: keep the models this invocation did not run
+            runs = {**earlier["runs"], **runs}
         summary = _summarize(runs, args.trials)
         results[workload] = {"tasks": len(tunable.tasks), "trials": args.trials, "trials_per_iter": args.trials_per_iter,
                              "population": args.population, "seeds": seeds, "runs": runs, "summary": summary}

@@ -136,3 +136,20 @@ def test_cached_featurization_is_exact(candidates, tiny_checkpoint):
         for _ in range(2):  # cold, then every list and row from the caches
             fast = featurizer.transform([trace_json(c.sch.trace) for c in batch], [extents] * len(batch), cache)
             assert np.array_equal(fast, slow)
+
+
+def test_packaged_models_load_by_name_and_score_real_candidates(candidates, host_platform):
+    from tlp.models import PACKAGED, model_path
+
+    task, batch = candidates["dense_64x64x64"]
+    shapes = {}
+    for name in PACKAGED:
+        assert model_path(name).is_file(), name  # shipped as package data
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PlatformMismatchWarning)  # CI may run on another CPU
+            cost_model = TLPCostModel(name, target=host_platform.target)
+        scores = cost_model.predict(_context(task, host_platform.target), batch)
+        assert scores.shape == (len(batch),) and np.all(scores > 0) and np.ptp(scores) > 0
+        shapes[name] = (cost_model.model.featurizer.config.seq_len, cost_model.model.model_config.hidden)
+    assert shapes == {"tlp-cpu": (80, 256), "tlp-cpu-small": (25, 128)}
+    assert model_path(None) == model_path("tlp-cpu") and str(model_path("x/y.pt")) == "x/y.pt"

@@ -23,7 +23,6 @@ from tlp import TLPError
 
 DEFAULT_DATASET = "datasets/tlp-cpu"
 # The shipped model travels inside the package (see tlp/models/MODEL_CARD.md).
-DEFAULT_MODEL = str(Path(__file__).resolve().parent / "models" / "tlp-cpu.pt")
 
 
 def _add_target_args(parser: argparse.ArgumentParser) -> None:
@@ -202,9 +201,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tlp.dataset.store import Dataset
     from tlp.evaluation import evaluate, format_table, plot
     from tlp.model.estimator import TLPModel
+    from tlp.models import model_path
     from tlp.workloads import held_out_networks
 
-    model = TLPModel.load(args.model)
+    model = TLPModel.load(model_path(args.model))
     dataset = Dataset(args.dataset)
     platform_id = _platform_of(dataset, args.platform or (model.meta.get("platforms") or [None])[0])
     baselines = [b for b in args.baselines.split(",") if b]
@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     evaluate = verbs.add_parser("eval", help="top-k scores on held-out networks vs MetaSchedule's models")
-    evaluate.add_argument("--model", default=DEFAULT_MODEL, help="checkpoint (default: the shipped model)")
+    evaluate.add_argument("--model", help="checkpoint or packaged model name (default: tlp-cpu, the shipped model)")
     evaluate.add_argument("--dataset", default=DEFAULT_DATASET)
     evaluate.add_argument("--platform", help="platform id (default: the model's)")
     evaluate.add_argument("--baselines", default="xgb,mlp", help="comma-separated: xgb, mlp, random")
@@ -317,7 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(TVMScript IRModule/PrimFunc, TE workload function, or PyTorch module + example_inputs), "
                            "or FILE.onnx")
     tune_verb.add_argument("--cost-model", default="tlp", choices=["tlp", "xgb", "mlp", "random"])
-    tune_verb.add_argument("--model", help="TLP checkpoint (default: the shipped model)")
+    tune_verb.add_argument("--model", help="TLP checkpoint, or a packaged model: tlp-cpu (default), tlp-cpu-small "
+                                           "(faster to score)")
     tune_verb.add_argument("--trials", type=int, default=200, help="measured candidates in all (all tasks)")
     tune_verb.add_argument("--trials-per-task", type=int)
     tune_verb.add_argument("--top-tasks", type=int, metavar="N",

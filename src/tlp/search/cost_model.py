@@ -30,9 +30,10 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tlp.dataset.store import mean_latency
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import TLPModel
+from tlp.models import model_path
 from tlp.platform import Platform
 
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "tlp-cpu.pt"  # shipped in the package
+DEFAULT_MODEL_PATH = model_path()  # shipped in the package
 
 
 class PlatformMismatchWarning(UserWarning):
@@ -68,7 +69,8 @@ class TLPCostModel(PyCostModel):
     """TLP as a MetaSchedule ``PyCostModel``.
 
     Args:
-        model: a :class:`TLPModel`, a checkpoint path, or ``None`` for the shipped default model.
+        model: a :class:`TLPModel`, a checkpoint path, a packaged model's name (``"tlp-cpu-small"``), or ``None``
+            for the shipped default model.
         online: fine-tuning while tuning (off by default).
         target: the target being tuned (a JSON dict); used only to warn when the model was trained on another
             platform. ``None`` = this machine's default target.
@@ -77,7 +79,7 @@ class TLPCostModel(PyCostModel):
     def __init__(self, model: TLPModel | str | Path | None = None, online: OnlineTuning | None = None,
                  target: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.model = model if isinstance(model, TLPModel) else TLPModel.load(model or DEFAULT_MODEL_PATH)
+        self.model = model if isinstance(model, TLPModel) else TLPModel.load(model_path(model))
         self.online = online or OnlineTuning()
         self._tasks: dict[int, _TaskState] = {}
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
