@@ -1,7 +1,8 @@
 """The shipped cost models (package data) and their card ``MODEL_CARD.md``.
 
 - ``tlp-cpu``: the default (hidden 256, 80 primitives per trace);
-- ``tlp-cpu-small``: hidden 128, 25 primitives per trace: ~6x cheaper network, same held-out top-1.
+- ``tlp-cpu-small``: hidden 128, 25 primitives per trace: ~6x cheaper network, same held-out top-1, weaker
+  in search (see the card).
 """
 
 from __future__ import annotations
