@@ -80,9 +80,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.remeasure_from or args.remeasure_loaded or args.remeasure_failed:
         source = dataset.store(args.remeasure_from or platform.id)
         threshold = args.load_threshold if args.remeasure_loaded else None
+        from tlp.workloads import held_out_networks
+
         summary = remeasure(dataset, source, platform, config, only_loaded_above=threshold,
                             retry_failed=args.remeasure_failed,
-                            batch_size=args.batch_size, progress=not args.quiet, max_batches=args.max_batches)
+                            batch_size=args.batch_size, progress=not args.quiet, max_batches=args.max_batches,
+                            fraction=args.fraction, full_networks=held_out_networks())
     else:
         if not args.workloads:
             raise SystemExit("tlp collect: --workloads is required (see `tlp workloads list`)")
@@ -272,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--hardware", help="description of the RPC devices' hardware (part of the platform)")
     collect.add_argument("--remeasure-from", metavar="PLATFORM_ID",
                          help="measure the programs stored for another platform on this one (same traces)")
+    collect.add_argument("--fraction", type=float, default=1.0,
+                         help="with --remeasure-from: share of the training tasks' programs to measure (whole tasks, "
+                              "a fixed pseudo-random order); the held-out networks are always measured, first")
     collect.add_argument("--remeasure-loaded", action="store_true",
                          help="re-measure this platform's records taken while other processes loaded the CPU")
     collect.add_argument("--remeasure-failed", action="store_true",

@@ -89,6 +89,30 @@ def host_fingerprint() -> dict[str, Any]:
     }
 
 
+# LLVM CPU features whose absence on the host makes code compiled for a target crash (SIGILL), not just slow.
+_ISA_FEATURE = re.compile(r"^(sse4\.[12]|avx\w*|fma|f16c|amx[\w-]*)$")
+
+
+def check_runs_here(target: dict[str, Any]) -> None:
+    """Refuse an LLVM target whose instruction set this CPU lacks (an AVX-512 target on an AVX2 host).
+
+    Such programs would die with an illegal instruction at run time, after minutes of building, or worse be stored
+    as failures of the program; we say so before anything is built or stored.
+    """
+    if target.get("kind") != "llvm" or "mcpu" not in target:
+        return
+    from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
+
+    codegen = tvm.target.codegen
+    wanted = {f for f in codegen.llvm_get_cpu_features(tvm.target.Target(target)) if _ISA_FEATURE.match(f)}
+    have = set(codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": host_cpu_name()})))
+    missing = sorted(wanted - have)
+    if missing:
+        raise TargetError(f"target mcpu {target['mcpu']!r} needs {', '.join(missing)}, which this CPU "
+                          f"({host_cpu_name()}) lacks: its programs cannot run here. Measure it on such a machine "
+                          "(--rpc-tracker) or choose an older mcpu")
+
+
 @dataclass(frozen=True)
 class Platform:
     """A target plus a hardware fingerprint; ``id`` names the dataset folder of this platform."""
@@ -117,6 +141,8 @@ class Platform:
     @staticmethod
     def host(target: dict[str, Any] | None = None) -> "Platform":
         """This machine, with ``target`` (default: the host target) compiled for it."""
+        if target is not None:
+            check_runs_here(target)
         return Platform(target=target or host_target(), hardware=host_fingerprint())
 
     @staticmethod

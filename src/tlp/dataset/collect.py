@@ -8,6 +8,7 @@ still covers every task evenly.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections import defaultdict
@@ -265,6 +266,44 @@ def _measure_batch(
     return programs
 
 
+def task_quantile(workload_key: str) -> float:
+    """A fixed pseudo-random number in [0, 1) per task: the order in which tasks enter a sample.
+
+    Samples of platforms' data are drawn by task (a ranking needs several programs of one task) and are nested:
+    the tasks of a 3 % sample are those of the 1 % sample plus more, on every machine and in every session.
+    """
+    return int(hashlib.sha1(f"tlp-sample:{workload_key}".encode()).hexdigest()[:12], 16) / float(16**12)
+
+
+def sample_order(programs: Iterable[MeasuredProgram], catalogue: dict[str, dict[str, Any]],
+                 fraction: float = 1.0, full_networks: Iterable[str] = ()) -> list[MeasuredProgram]:
+    """The programs of whole tasks to measure, in the order to measure them.
+
+    Tasks of ``full_networks`` (the held-out networks) come first and are always included; the other tasks follow
+    in :func:`task_quantile` order and are included while the included share of their programs is within
+    ``fraction``. Any prefix of the result is thus "the full networks + a uniform sample of whole tasks", which is
+    what an interrupted re-measurement leaves behind.
+    """
+    full = set(full_networks)
+    by_task: dict[str, list[MeasuredProgram]] = defaultdict(list)
+    for program in programs:
+        by_task[program.workload_key].append(program)
+
+    def in_full(key: str) -> bool:
+        return bool(set(catalogue.get(key, {}).get("networks", {})) & full)
+
+    first = [key for key in by_task if in_full(key)]
+    rest = sorted((key for key in by_task if not in_full(key)), key=task_quantile)
+    budget = fraction * sum(len(by_task[key]) for key in rest)
+    chosen, taken = [], 0
+    for key in rest:
+        if taken + len(by_task[key]) / 2 > budget:  # closest whole-task cut to the requested share
+            break
+        chosen.append(key)
+        taken += len(by_task[key])
+    return [program for key in sorted(first, key=task_quantile) + chosen for program in by_task[key]]
+
+
 def remeasure(
     dataset: Dataset,
     source: PlatformStore,
@@ -275,12 +314,16 @@ def remeasure(
     batch_size: int = 32,
     progress: bool = True,
     max_batches: int | None = None,
+    fraction: float = 1.0,
+    full_networks: Iterable[str] = (),
 ) -> CollectSummary:
     """Measure the stored programs of ``source`` again on ``platform`` (same traces).
 
     Two uses: ``platform`` is another machine/target (TenSet-style cross-hardware data, the basis of MTL-TLP), or
     the same platform with ``only_loaded_above`` set, to replace timings taken while the machine was busy, and/or
     ``retry_failed``, to retry programs whose build or run failed (after a fix of the measurement set-up).
+    For another platform, ``fraction`` and ``full_networks`` choose a sample of whole tasks (see
+    :func:`sample_order`); the held-out networks come first so that an interrupted run can still be evaluated.
     Resumable like :func:`collect`: a program already measured on ``platform`` after the load cut-off is skipped.
     """
     summary = CollectSummary()
@@ -290,7 +333,9 @@ def remeasure(
     with target_store:
         done = target_store.latest_programs()
         todo = []
-        for program in (done if same_platform else source.latest_programs()).values():
+        candidates = done.values() if same_platform else sample_order(
+            source.latest_programs().values(), dataset.catalogue(), fraction, full_networks)
+        for program in candidates:
             existing = done.get(program.id)
             if same_platform:
                 load = (existing.meta.get("foreign_load") if existing else None) or 0.0
