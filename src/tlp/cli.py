@@ -108,6 +108,16 @@ def cmd_dataset_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_compare(args: argparse.Namespace) -> int:
+    from tlp.dataset.compare import compare_platforms, format_comparison  # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
+
+    dataset = Dataset(args.path)
+    result = compare_platforms(dataset, _train_platforms(dataset, args) if args.platforms else None, args.min_programs)
+    print(json.dumps(result, indent=1) if args.json else format_comparison(result))
+    return 0
+
+
 def cmd_dataset_import(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.importer import import_work_dir
@@ -166,36 +176,53 @@ def cmd_features(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_platforms(dataset: Any, args: argparse.Namespace) -> list[str]:
+    """``--platforms A,B`` / ``all``, else ``--platform``, else the dataset's only platform."""
+    from tlp.dataset.store import DatasetError  # pylint: disable=import-outside-toplevel
+
+    if not args.platforms:
+        return [_platform_of(dataset, args.platform)]
+    known = dataset.platform_ids()
+    wanted = known if args.platforms == "all" else [p for p in args.platforms.split(",") if p]
+    unknown = [p for p in wanted if p not in known]
+    if unknown or not wanted:
+        raise DatasetError(f"{dataset.path}: no platform {', '.join(unknown) or '(none given)'} "
+                           f"(platforms here: {', '.join(known) or 'none'})")
+    return wanted
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     import hashlib
 
     from tlp.dataset.store import Dataset, DatasetError
     from tlp.features.featurizer import FeatureConfig
-    from tlp.features.tensors import load_programs
+    from tlp.features.tensors import load_platforms
     from tlp.model.estimator import TLPModel, TrainConfig
     from tlp.model.network import ModelConfig
     from tlp.workloads import held_out_networks
 
     dataset = Dataset(args.dataset)
-    platform_id = _platform_of(dataset, args.platform)
-    programs = load_programs(dataset, platform_id)
+    platform_ids = _train_platforms(dataset, args)
+    programs = load_platforms(dataset, platform_ids)
     train, test = programs.split_by_network(set(held_out_networks()))
     if len(set(train.task_keys)) < 2:
         raise DatasetError(f"{args.dataset}: fewer than 2 trainable tasks outside the held-out networks")
-    store = dataset.store(platform_id)
     digest = hashlib.sha1()
-    for _, line in store.records.lines():
-        digest.update(line.encode())
+    for platform_id in platform_ids:
+        for _, line in dataset.store(platform_id).records.lines():
+            digest.update(line.encode())
     model = TLPModel(FeatureConfig(seq_len=args.seq_len), ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
     history = model.fit(train, progress=not args.quiet)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
+                       "platform_info": {p: dataset.store(p).platform.to_json() for p in platform_ids},
                        "held_out_networks": held_out_networks(), "skipped": dict(programs.skipped),
                        "test_programs_excluded": len(test.traces)})
     model.save(args.out)
-    print(json.dumps({"out": args.out, "best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
-                      "train_tasks": model.meta["train_tasks"], "skipped": dict(programs.skipped)}, indent=1))
+    print(json.dumps({"out": args.out, "heads": model.platforms, "best_epoch": history.best_epoch,
+                      "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
+                      "skipped": dict(programs.skipped)}, indent=1))
     return 0
 
 
@@ -297,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("dataset", nargs="?", default=DEFAULT_DATASET)
     train.add_argument("--out", required=True, help="checkpoint file to write")
     train.add_argument("--platform", help="platform id (needed when the dataset has several)")
+    train.add_argument("--platforms", help="MTL-TLP: comma-separated platform ids, or 'all': one shared backbone, "
+                                           "one head per platform")
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "mse"])
     train.add_argument("--epochs", type=int, default=60)
@@ -351,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true")
     info.add_argument("--load-threshold", type=float, default=0.10)
     info.set_defaults(func=cmd_dataset_info)
+    compare = dataset.add_parser("compare", help="how differently platforms rank the same programs")
+    compare.add_argument("path", nargs="?", default=DEFAULT_DATASET)
+    compare.add_argument("--platforms", help="comma-separated platform ids (default: all)")
+    compare.add_argument("--min-programs", type=int, default=8, help="shared programs a task needs to count")
+    compare.add_argument("--json", action="store_true")
+    compare.set_defaults(func=cmd_dataset_compare, platform=None)
     imp = dataset.add_parser("import", help="import a MetaSchedule work directory (its JSONDatabase)")
     imp.add_argument("work_dir")
     imp.add_argument("--dataset", default=DEFAULT_DATASET)

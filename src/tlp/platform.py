@@ -113,6 +113,49 @@ def check_runs_here(target: dict[str, Any]) -> None:
                           "(--rpc-tracker) or choose an older mcpu")
 
 
+def isa_family(target: dict[str, Any]) -> str:
+    """The vector ISA a target compiles for: ``avx512``, ``avx2``, ``sse4``, ``generic`` (LLVM CPUs) or its kind.
+
+    Platforms of one family generate the same kind of code for a schedule, so their rankings agree most (see
+    DATASET.md's platform table); it decides which head stands in for a platform that has none.
+    """
+    if target.get("kind") != "llvm":
+        return str(target.get("kind"))
+    from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
+
+    try:
+        features = set(tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(target)))
+    except Exception:  # pylint: disable=broad-except  # an mcpu this LLVM does not know: no family
+        return "generic"
+    for family, feature in (("avx512", "avx512f"), ("avx2", "avx2"), ("sse4", "sse4.2")):
+        if feature in features:
+            return family
+    return "generic"
+
+
+def nearest_platform(wanted: "Platform", known: dict[str, dict[str, Any]]) -> tuple[str, bool]:
+    """Which of ``known`` (platform id -> platform JSON) stands in best for ``wanted``; ``(id, exact)``.
+
+    Exact id first; otherwise the closest by (same target kind, same ISA family, same mcpu, same core count, same
+    CPU model), in that order of importance.
+    """
+    if wanted.id in known:
+        return wanted.id, True
+    if not known:
+        raise ValueError("no platforms to choose from")
+    family = isa_family(wanted.target)
+
+    def closeness(item: tuple[str, dict[str, Any]]) -> tuple[bool, ...]:
+        target = item[1].get("target", {})
+        hardware = item[1].get("hardware", {})
+        return (target.get("kind") == wanted.target.get("kind"), isa_family(target) == family,
+                target.get("mcpu") == wanted.target.get("mcpu"),
+                target.get("num-cores") == wanted.target.get("num-cores"),
+                hardware.get("cpu_model") == wanted.hardware.get("cpu_model"))
+
+    return max(known.items(), key=closeness)[0], False
+
+
 @dataclass(frozen=True)
 class Platform:
     """A target plus a hardware fingerprint; ``id`` names the dataset folder of this platform."""
@@ -129,7 +172,10 @@ class Platform:
         cpu = self.target.get("mcpu") or self.target.get("arch") or "generic"
         cores = self.target.get("num-cores")
         core_part = f"-{cores}c" if cores else ""
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{cpu}{core_part}-{digest}")
+        # Code for one CPU run on another (an AVX2 target on an AVX-512 host) is a platform of its own: say so.
+        host = self.hardware.get("llvm_cpu")
+        host_part = f"-on-{host}" if host and host != cpu else ""
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{cpu}{core_part}{host_part}-{digest}")
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "target": self.target, "hardware": self.hardware}

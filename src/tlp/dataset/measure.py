@@ -7,6 +7,8 @@ programs run we also measure how busy the machine is with *other* processes (``f
 
 from __future__ import annotations
 
+import functools
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -20,6 +22,12 @@ from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tlp import TLPError
 from tlp._tvm import alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms, tvm
+
+
+def limit_runtime_threads(threads: int) -> None:
+    """In a runner worker, before any kernel runs: use ``threads`` threads (0 = TVM's default, all cores)."""
+    if threads > 0:
+        os.environ["TVM_NUM_THREADS"] = str(threads)
 
 
 class MeasureError(TLPError, RuntimeError):
@@ -200,8 +208,12 @@ class Measurer:
             self.runner: Any = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator, max_workers=1,
                                                    f_alloc_argument=alloc_arguments_rpc)
         else:
+            # The target's core count is part of the platform: programs run on that many threads, not on all of
+            # the machine's (TVM's thread pool otherwise takes every physical core whatever the target says).
+            threads = int(self.target.attrs.get("num-cores", 0) or 0)
             self.runner = ms.runner.LocalRunner(timeout_sec=self.config.run_timeout_s, evaluator_config=evaluator,
-                                                f_alloc_argument=alloc_arguments_local)
+                                                f_alloc_argument=alloc_arguments_local,
+                                                initializer=functools.partial(limit_runtime_threads, threads))
 
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""

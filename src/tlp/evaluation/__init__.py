@@ -65,8 +65,9 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
         raise DatasetError(f"{dataset.path}: no measured program of the test networks {', '.join(test_networks)}")
     results: dict[str, Any] = {}
     started = time.monotonic()
-    results["tlp"] = score_models(test, model.predict(test.traces, [test.extents.get(k) for k in test.task_keys]),
-                                  test_networks)
+    head = model.head_index(platform_id)  # MTL-TLP: the head of the evaluated platform
+    results["tlp"] = score_models(
+        test, model.predict(test.traces, [test.extents.get(k) for k in test.task_keys], head), test_networks)
     results["tlp"]["seconds"] = time.monotonic() - started
     for name in baselines:
         started = time.monotonic()

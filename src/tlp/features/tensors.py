@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tlp._tvm import ms
-from tlp.dataset.store import Dataset, ReadReport
+from tlp.dataset.store import Dataset, DatasetError, ReadReport, trace_id
 from tlp.features.featurizer import TraceFeaturizer, block_extents
 
 
@@ -49,7 +49,7 @@ class LabeledPrograms:
 
     def split_by_network(self, test_networks: set[str]) -> tuple["LabeledPrograms", "LabeledPrograms"]:
         """(train, test): a task that appears in any test network is a test task, never a training one."""
-        is_test = np.array([bool(self.networks_of(k) & test_networks) for k in self.task_keys], dtype=bool)
+        is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
         return self.subset(~is_test), self.subset(is_test)
 
     def featurize(self, featurizer: TraceFeaturizer) -> np.ndarray:
@@ -59,6 +59,11 @@ class LabeledPrograms:
         """Task index per program (for the ranking loss, which never pairs programs of different tasks)."""
         index: dict[str, int] = {}
         return np.array([index.setdefault(k, len(index)) for k in self.task_keys], dtype=np.int64)
+
+
+def _in_networks(task_keys: list[str], catalogue: dict[str, dict[str, Any]], networks: set[str]) -> np.ndarray:
+    """Per program: does its task appear in any of ``networks``."""
+    return np.array([bool(set(catalogue.get(k, {}).get("networks", {})) & networks) for k in task_keys], dtype=bool)
 
 
 def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
@@ -91,3 +96,116 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
         extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)
     return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped,
                            platform_id, hashes)
+
+
+@dataclass
+class MultiPlatformPrograms:
+    """The same programs measured on several platforms (TenSet's layout, MTL-TLP's training data).
+
+    One row per distinct program (workload + trace); ``latencies[i, p]`` is its latency on ``platform_ids[p]`` or
+    NaN where it was not measured there (or failed). Labels are normalized per task *and platform*: latencies of
+    different machines are never compared.
+    """
+
+    traces: list[Any]
+    task_keys: list[str]
+    latencies: np.ndarray  # [N, P] seconds, NaN = no measurement on that platform
+    platform_ids: list[str]
+    extents: dict[str, dict[str, list[int]]]
+    catalogue: dict[str, dict[str, Any]]
+    skipped: Counter = field(default_factory=Counter)
+
+    @staticmethod
+    def join(per_platform: list[LabeledPrograms]) -> "MultiPlatformPrograms":
+        """Rows of the same program (same workload and trace) on different platforms become one row."""
+        rows: dict[str, int] = {}
+        traces: list[Any] = []
+        keys: list[str] = []
+        columns: list[list[tuple[int, float]]] = []
+        extents: dict[str, dict[str, list[int]]] = {}
+        skipped: Counter = Counter()
+        for programs in per_platform:
+            column = []
+            for trace, key, latency in zip(programs.traces, programs.task_keys, programs.latencies):
+                program_id = trace_id(key, trace)
+                if program_id not in rows:
+                    rows[program_id] = len(traces)
+                    traces.append(trace)
+                    keys.append(key)
+                column.append((rows[program_id], float(latency)))
+            columns.append(column)
+            extents.update(programs.extents)
+            skipped.update({f"{programs.platform_id}: {k}": v for k, v in programs.skipped.items()})
+        latencies = np.full((len(traces), len(per_platform)), np.nan)
+        for p, column in enumerate(columns):
+            for row, latency in column:
+                latencies[row, p] = latency
+        catalogue = per_platform[0].catalogue if per_platform else {}
+        return MultiPlatformPrograms(traces, keys, latencies, [p.platform_id for p in per_platform], extents,
+                                     catalogue, skipped)
+
+    def labels(self) -> np.ndarray:
+        """``[N, P]``: min latency of the program's task on that platform / its latency there; NaN where unmeasured."""
+        labels = np.full(self.latencies.shape, np.nan, dtype=np.float32)
+        groups = self.group_ids()
+        for p in range(self.latencies.shape[1]):
+            column = self.latencies[:, p]
+            measured = ~np.isnan(column)
+            best = np.full(groups.max() + 1 if len(groups) else 0, np.inf)
+            np.minimum.at(best, groups[measured], column[measured])
+            labels[measured, p] = best[groups[measured]] / column[measured]
+        return labels
+
+    def group_ids(self) -> np.ndarray:
+        index: dict[str, int] = {}
+        return np.array([index.setdefault(k, len(index)) for k in self.task_keys], dtype=np.int64)
+
+    def featurize(self, featurizer: TraceFeaturizer) -> np.ndarray:
+        return featurizer.transform(self.traces, [self.extents.get(k) for k in self.task_keys])
+
+    def subset(self, keep: np.ndarray) -> "MultiPlatformPrograms":
+        index = np.nonzero(keep)[0]
+        return MultiPlatformPrograms([self.traces[i] for i in index], [self.task_keys[i] for i in index],
+                                     self.latencies[index], list(self.platform_ids), self.extents, self.catalogue,
+                                     Counter(self.skipped))
+
+    def split_by_network(self, test_networks: set[str]) -> tuple["MultiPlatformPrograms", "MultiPlatformPrograms"]:
+        is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
+        return self.subset(~is_test), self.subset(is_test)
+
+    def platform(self, platform_id: str) -> LabeledPrograms:
+        """The programs measured on one platform, as single-platform data."""
+        p = self.platform_ids.index(platform_id)
+        index = np.nonzero(~np.isnan(self.latencies[:, p]))[0]
+        return LabeledPrograms([self.traces[i] for i in index], self.latencies[index, p],
+                               [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(),
+                               platform_id)
+
+
+# Fewer valid programs than this on a platform cannot train a head: 4 tasks of 16 programs is the least that ranks.
+MIN_HEAD_PROGRAMS = 64
+
+
+def load_platforms(dataset: Dataset, platform_ids: list[str]) -> MultiPlatformPrograms:
+    """The programs of several platforms of one dataset, joined by program (see :class:`MultiPlatformPrograms`).
+
+    Refuses (naming the platform and what is missing) a platform with fewer than :data:`MIN_HEAD_PROGRAMS` valid
+    programs, and a platform that shares no program with the others: MTL-TLP learns how platforms differ from the
+    same programs measured on each (``tlp collect --remeasure-from`` makes such data).
+    """
+    per_platform = [load_programs(dataset, platform_id) for platform_id in platform_ids]
+    for programs in per_platform:
+        if len(programs.traces) < MIN_HEAD_PROGRAMS:
+            raise DatasetError(f"{dataset.path}/{programs.platform_id}: {len(programs.traces)} valid programs of "
+                               f"tasks with two or more; a head needs at least {MIN_HEAD_PROGRAMS} (measure more with "
+                               "tlp collect --remeasure-from PLATFORM --fraction F)")
+    data = MultiPlatformPrograms.join(per_platform)
+    if len(platform_ids) > 1:
+        measured = ~np.isnan(data.latencies)
+        shared = measured[measured.sum(axis=1) > 1]
+        for column, platform_id in enumerate(platform_ids):
+            if not shared[:, column].any():
+                raise DatasetError(f"{dataset.path}: platform {platform_id} shares no program with "
+                                   f"{', '.join(p for p in platform_ids if p != platform_id)}; MTL-TLP needs the same "
+                                   f"programs measured on each (tlp collect --remeasure-from {platform_ids[0]})")
+    return data

@@ -19,11 +19,13 @@ from tqdm import tqdm
 
 from tlp import TLPError, __version__
 from tlp.features.featurizer import FEATURE_VERSION, FeatureConfig, TraceFeaturizer
-from tlp.features.tensors import LabeledPrograms
+from tlp.features.tensors import LabeledPrograms, MultiPlatformPrograms
 from tlp.model.losses import LOSSES
 from tlp.model.network import ModelConfig, TLPNet
 
-CHECKPOINT_FORMAT = "tlp-checkpoint-1"
+CHECKPOINT_FORMAT = "tlp-checkpoint-2"
+# Format 1 had one decoder named ``decoder``: it loads as a one-head model (``heads.0``).
+_SINGLE_DECODER_FORMAT = "tlp-checkpoint-1"
 
 
 class CheckpointError(TLPError, ValueError):
@@ -84,7 +86,11 @@ def mean_task_top_k(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarra
 
 
 class TLPModel:
-    """The TLP cost model: ``fit`` on labeled programs, ``predict`` scores (higher = faster) for traces."""
+    """The TLP cost model: ``fit`` on labeled programs, ``predict`` scores (higher = faster) for traces.
+
+    With programs of several platforms it is MTL-TLP: one shared backbone and one head per platform
+    (:attr:`platforms` lists them in head order); ``fit_head`` adds or retrains one platform's head on few data.
+    """
 
     def __init__(self, feature_config: FeatureConfig | None = None, model_config: ModelConfig | None = None,
                  train_config: TrainConfig | None = None) -> None:
@@ -94,6 +100,23 @@ class TLPModel:
         self.net: TLPNet | None = None
         self.meta: dict[str, Any] = {}
 
+    @property
+    def platforms(self) -> list[str]:
+        """Platform id of each head, in head order (empty for a model trained on unlabeled-platform data)."""
+        return list(self.meta.get("platforms") or [])
+
+    @platforms.setter
+    def platforms(self, value: list[str]) -> None:
+        self.meta["platforms"] = list(value)
+
+    def head_index(self, platform_id: str) -> int:
+        """The head trained for ``platform_id``; a single-head model answers 0 for any platform."""
+        if platform_id in self.platforms:
+            return self.platforms.index(platform_id)
+        if len(self.platforms) <= 1:
+            return 0
+        raise CheckpointError(f"this model has no head for platform {platform_id} (heads: {', '.join(self.platforms)})")
+
     # ---- training ------------------------------------------------------------------------------------------
     def _device(self) -> torch.device:
         wanted = self.train_config.device
@@ -101,26 +124,81 @@ class TLPModel:
             wanted = "cuda" if torch.cuda.is_available() else "cpu"
         return torch.device(wanted)
 
-    def fit(self, programs: LabeledPrograms, progress: bool = True,
+    def fit(self, programs: LabeledPrograms | MultiPlatformPrograms, progress: bool = True,
             on_epoch: Callable[[dict[str, float]], None] | None = None) -> TrainHistory:
-        """Train on ``programs``; a random ``val_fraction`` of its *tasks* is held out for early stopping."""
-        cfg = self.train_config
-        seed_everything(cfg.seed)
-        self.featurizer.fit(programs.traces)
+        """Train on ``programs`` (one platform, or several: one head each, the sum of their losses).
+
+        A random ``val_fraction`` of the *tasks* is held out for early stopping on the mean per-task top-1 of
+        every platform's head.
+        """
+        data = programs if isinstance(programs, MultiPlatformPrograms) else MultiPlatformPrograms.join([programs])
+        seed_everything(self.train_config.seed)
+        self.featurizer.fit(data.traces)
         self.model_config = ModelConfig(**{**asdict(self.model_config), "kind_vocab": len(self.featurizer.kinds),
                                            "string_vocab": len(self.featurizer.strings)})
-        features = torch.from_numpy(programs.featurize(self.featurizer))
-        labels = torch.from_numpy(programs.labels())
+        self.platforms = [p for p in data.platform_ids if p]
+        self.net = TLPNet(self.featurizer.config, self.model_config, num_heads=max(1, len(data.platform_ids)))
+        parameters = [{"params": list(self.net.parameters()), "lr": self.train_config.lr}]
+        history, info = self._train(data, list(range(len(data.platform_ids))), parameters, progress, on_epoch)
+        self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1, **info})
+        return history
+
+    def fit_head(self, programs: LabeledPrograms, copy_of: str | None = None, freeze_backbone: bool = True,
+                 backbone_lr_scale: float = 0.1, progress: bool = True) -> TrainHistory:
+        """Train the head of ``programs.platform_id`` on its (few) programs, keeping the vocabularies.
+
+        A new platform gets a new head, initialised as a copy of ``copy_of``'s head (the nearest platform's) when
+        given. ``freeze_backbone``: only the head learns; otherwise the backbone follows at ``backbone_lr_scale``
+        times the head's learning rate (light fine-tuning, which moves the other platforms' heads' inputs too).
+        """
+        if self.net is None:
+            raise RuntimeError("the model is not trained or loaded")
+        platform_id = programs.platform_id
+        if platform_id in self.platforms:
+            head = self.platforms.index(platform_id)
+        else:
+            source = self.platforms.index(copy_of) if copy_of in self.platforms else None
+            head = self.net.add_head(copy_of=source)
+            self.platforms = self.platforms + [platform_id]
+        seed_everything(self.train_config.seed)
+        self.net.to(self._device())
+        for parameter in self.net.backbone_parameters():
+            parameter.requires_grad_(not freeze_backbone)
+        parameters = [{"params": list(self.net.heads[head].parameters()), "lr": self.train_config.lr}]
+        if not freeze_backbone:
+            parameters.append({"params": self.net.backbone_parameters(),
+                               "lr": self.train_config.lr * backbone_lr_scale})
+        try:
+            history, info = self._train(MultiPlatformPrograms.join([programs]), [head], parameters, progress, None)
+        finally:
+            for parameter in self.net.parameters():
+                parameter.requires_grad_(True)
+        self.meta.setdefault("adapted", {})[platform_id] = {
+            "freeze_backbone": freeze_backbone, "copy_of": copy_of, "best_val_top1": history.best_val_top1, **info}
+        return history
+
+    def _train(self, data: MultiPlatformPrograms, heads: list[int], parameters: list[dict[str, Any]],
+               progress: bool, on_epoch: Callable[[dict[str, float]], None] | None
+               ) -> tuple[TrainHistory, dict[str, Any]]:
+        """The training loop: column ``p`` of ``data`` trains head ``heads[p]``; early stopping on validation."""
+        assert self.net is not None
+        cfg = self.train_config
+        features = torch.from_numpy(data.featurize(self.featurizer))
+        labels = torch.from_numpy(data.labels())
+        measured = ~np.isnan(data.latencies)  # [N, P]
         lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
-        groups = programs.group_ids()
+        groups = data.group_ids()
         tasks = np.unique(groups)
         rng = np.random.default_rng(cfg.seed)
         val_tasks = set(rng.choice(tasks, size=max(1, int(round(cfg.val_fraction * len(tasks)))), replace=False))
+        if len(val_tasks) == len(tasks) and len(tasks) > 1:
+            val_tasks.pop()  # keep at least one task to train on
         train_tasks = np.array([t for t in tasks if t not in val_tasks])
         val_mask = np.isin(groups, list(val_tasks))
         device = self._device()
-        self.net = TLPNet(self.featurizer.config, self.model_config).to(device)
-        optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.net.to(device)
+        backbone_frozen = not any(p.requires_grad for p in self.net.backbone_parameters())
+        optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay)
         loss_fn = LOSSES[cfg.loss]
         history = TrainHistory()
         best_state, since_best = None, 0
@@ -134,15 +212,27 @@ class TLPModel:
                 index = np.concatenate([task_index[t] for t in order[start : start + cfg.tasks_per_batch]])
                 # Crop the batch to its longest trace: padding rows cost compute and change nothing.
                 x = features[index, : int(lengths[index].max())].to(device)
-                y = labels[index].to(device)
                 g = torch.from_numpy(groups[index]).to(device)
+                with torch.set_grad_enabled(not backbone_frozen):
+                    h, padding = self.net.backbone(x)
+                # MTL-TLP's loss: the unweighted sum over platforms of each head's ranking loss on the programs
+                # measured on that platform (a program unmeasured somewhere trains only the other heads).
+                loss = None
+                for column, head in enumerate(heads):
+                    rows = np.nonzero(measured[index, column])[0]
+                    if len(rows) < 2:
+                        continue
+                    r = torch.from_numpy(rows).to(device)
+                    term = loss_fn(self.net.score(h[r], padding[r], head), labels[index[rows], column].to(device),
+                                   g[r])
+                    loss = term if loss is None else loss + term
+                if loss is None or not loss.requires_grad:
+                    continue
                 optimizer.zero_grad()
-                loss = loss_fn(self.net(x), y, g)
                 loss.backward()
                 optimizer.step()
                 losses.append(loss.item())
-            val_scores = self._scores(features[val_mask], device)
-            val_top1 = mean_task_top_k(val_scores, programs.latencies[val_mask], groups[val_mask], k=1)
+            val_top1 = self._validation_top1(features, data.latencies, measured, groups, val_mask, heads, device)
             row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"),
                    "val_top1": val_top1}
             history.epochs.append(row)
@@ -159,15 +249,28 @@ class TLPModel:
         if best_state is not None:
             self.net.load_state_dict(best_state)
         self.net.to("cpu").eval()
-        self.meta.update({"platforms": [programs.platform_id] if programs.platform_id else [],
-                          "best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1,
-                          "train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
-                          "val_tasks": int(len(val_tasks))})
-        return history
+        info = {"train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
+                "val_tasks": int(len(val_tasks))}
+        return history, info
+
+    def _validation_top1(self, features: torch.Tensor, latencies: np.ndarray, measured: np.ndarray,
+                         groups: np.ndarray, val_mask: np.ndarray, heads: list[int], device: torch.device) -> float:
+        """Mean over platforms (with validation programs) of the mean per-task top-1 of their heads."""
+        rows = np.nonzero(val_mask & measured.any(axis=1))[0]
+        if not len(rows):
+            return float("nan")
+        scores = self._scores(features[rows], device, heads)
+        values = []
+        for column in range(len(heads)):
+            on = measured[rows, column]
+            if on.any():
+                values.append(mean_task_top_k(scores[on, column], latencies[rows[on], column], groups[rows[on]]))
+        return float(np.mean(values)) if values else float("nan")
 
     def fine_tune(self, features: np.ndarray, labels: np.ndarray, groups: np.ndarray, steps: int,
-                  lr: float = 1e-4, max_seconds: float | None = None) -> int:
-        """A few gradient steps on new measurements, keeping the vocabularies (used while tuning).
+                  lr: float = 1e-4, max_seconds: float | None = None, head: int = 0) -> int:
+        """A few gradient steps on new measurements of one head's platform, keeping the vocabularies (used while
+        tuning).
 
         Returns the number of steps taken: ``max_seconds`` bounds the time so fine-tuning never stalls a search.
         """
@@ -187,7 +290,7 @@ class TLPModel:
         self.net.train()
         for _ in range(steps):
             optimizer.zero_grad()
-            loss = loss_fn(self.net(x), y, g)
+            loss = loss_fn(self.net(x, head), y, g)
             loss.backward()
             optimizer.step()
             taken += 1
@@ -196,7 +299,9 @@ class TLPModel:
         self.net.eval()
         return taken
 
-    def _scores(self, features: torch.Tensor, device: torch.device, batch: int = 4096) -> np.ndarray:
+    def _scores(self, features: torch.Tensor, device: torch.device, heads: Sequence[int] = (0,),
+                batch: int = 4096) -> np.ndarray:
+        """``[N, len(heads)]`` scores: the backbone runs once per program, then each head."""
         assert self.net is not None
         self.net.eval()
         out = []
@@ -204,27 +309,28 @@ class TLPModel:
             for start in range(0, len(features), batch):
                 chunk = features[start : start + batch]
                 longest = int((chunk[..., 0] != 0).sum(dim=1).max().clamp_min(1)) if len(chunk) else 1
-                out.append(self.net(chunk[:, :longest].to(device)).float().cpu())
-        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+                h, padding = self.net.backbone(chunk[:, :longest].to(device))
+                out.append(torch.stack([self.net.score(h, padding, head) for head in heads], dim=1).float().cpu())
+        return torch.cat(out).numpy() if out else np.zeros((0, len(heads)), dtype=np.float32)
 
     # ---- inference -----------------------------------------------------------------------------------------
-    def predict_features(self, features: np.ndarray) -> np.ndarray:
+    def predict_features(self, features: np.ndarray, head: int = 0) -> np.ndarray:
         if self.net is None:
             raise RuntimeError("the model is not trained or loaded")
-        return self._scores(torch.from_numpy(features), next(self.net.parameters()).device)
+        return self._scores(torch.from_numpy(features), next(self.net.parameters()).device, (head,))[:, 0]
 
-    def predict(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None
-                ) -> np.ndarray:
-        """Scores for MetaSchedule traces (JSON form); higher means faster."""
-        return self.predict_features(self.featurizer.transform(traces, extents))
+    def predict(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None,
+                head: int = 0) -> np.ndarray:
+        """Scores for MetaSchedule traces (JSON form) by one platform's head; higher means faster."""
+        return self.predict_features(self.featurizer.transform(traces, extents), head)
 
     # ---- persistence ---------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         if self.net is None:
             raise RuntimeError("nothing to save: the model is not trained")
-        meta = {"format": CHECKPOINT_FORMAT, "tlp_version": __version__, "feature_version": FEATURE_VERSION,
-                "featurizer": self.featurizer.to_json(), "model_config": self.model_config.to_json(),
-                "train_config": asdict(self.train_config), **self.meta}
+        meta = {**self.meta, "format": CHECKPOINT_FORMAT, "tlp_version": __version__,
+                "feature_version": FEATURE_VERSION, "featurizer": self.featurizer.to_json(),
+                "model_config": self.model_config.to_json(), "train_config": asdict(self.train_config)}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         torch.save({"meta": json.dumps(meta), "state": self.net.state_dict()}, str(path))
 
@@ -237,7 +343,11 @@ class TLPModel:
             raise CheckpointError(f"{path}: no such checkpoint") from None
         except Exception as error:  # pylint: disable=broad-except  # any unreadable file gets the same message
             raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
-        if meta.get("format") != CHECKPOINT_FORMAT:
+        state = payload["state"]
+        if meta.get("format") == _SINGLE_DECODER_FORMAT:
+            state = {("heads.0." + k[len("decoder."):] if k.startswith("decoder.") else k): v
+                     for k, v in state.items()}
+        elif meta.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {CHECKPOINT_FORMAT}")
         if meta.get("feature_version") != FEATURE_VERSION:
             raise CheckpointError(f"{path}: made with feature version {meta.get('feature_version')}, this TLP "
@@ -248,8 +358,11 @@ class TLPModel:
         if len(model.featurizer.kinds) != model.model_config.kind_vocab or len(
                 model.featurizer.strings) != model.model_config.string_vocab:
             raise CheckpointError(f"{path}: the stored vocabulary does not match the network's embedding tables")
-        model.net = TLPNet(model.featurizer.config, model.model_config)
-        model.net.load_state_dict(payload["state"])
+        heads = 1 + max((int(k.split(".")[1]) for k in state if k.startswith("heads.")), default=0)
+        if len(meta.get("platforms") or []) not in (0, heads):
+            raise CheckpointError(f"{path}: {heads} heads but {len(meta['platforms'])} platforms named")
+        model.net = TLPNet(model.featurizer.config, model.model_config, num_heads=heads)
+        model.net.load_state_dict(state)
         model.net.eval()
         model.meta = {k: v for k, v in meta.items() if k not in ("featurizer", "model_config", "train_config")}
         return model

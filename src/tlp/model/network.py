@@ -11,6 +11,11 @@ post-processing flag) through a linear layer; the two are added to form one vect
 
 The score ranks programs of one task: higher means faster (it is trained against normalized throughput).
 Padding rows (kind id 0) are masked out of attention and out of the sum.
+
+MTL-TLP: everything up to the decoder is the *backbone*, shared by all hardware platforms; the decoder is a
+*head*, one per platform (``heads[i]`` scores for the checkpoint's i-th platform). A single-platform model is the
+one-head case. Latencies of one program on different machines share the backbone's reading of the schedule and
+differ in how the hardware rewards it, which is what a small head learns from a few hundred measurements.
 """
 
 from __future__ import annotations
@@ -76,9 +81,9 @@ class PrimitiveEmbedding(nn.Module):
 
 
 class TLPNet(nn.Module):
-    """Score programs from their primitive sequences. ``forward`` returns ``[batch]`` scores."""
+    """Score programs from their primitive sequences. ``forward`` returns ``[batch]`` scores of one head."""
 
-    def __init__(self, features: FeatureConfig, config: ModelConfig) -> None:
+    def __init__(self, features: FeatureConfig, config: ModelConfig, num_heads: int = 1) -> None:
         super().__init__()
         self.features = features
         self.config = config
@@ -98,9 +103,34 @@ class TLPNet(nn.Module):
         else:
             raise ValueError(f"unknown architecture {config.arch!r} (attention, lstm, transformer)")
         self.blocks = nn.Sequential(*[ResidualBlock(hidden) for _ in range(config.residual_blocks)])
-        self.decoder = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.heads = nn.ModuleList([self._new_head() for _ in range(num_heads)])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _new_head(self) -> nn.Module:
+        hidden = self.config.hidden
+        return nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def add_head(self, copy_of: int | None = None) -> int:
+        """Append a head (a copy of head ``copy_of``, or freshly initialised); returns its index."""
+        head = self._new_head()
+        if copy_of is not None:
+            head.load_state_dict(self.heads[copy_of].state_dict())
+        self.heads.append(head.to(next(self.parameters()).device))
+        return len(self.heads) - 1
+
+    def backbone_parameters(self) -> list[nn.Parameter]:
+        head_ids = {id(p) for p in self.heads.parameters()}
+        return [p for p in self.parameters() if id(p) not in head_ids]
+
+    def forward(self, x: torch.Tensor, head: int = 0) -> torch.Tensor:
+        return self.score(*self.backbone(x), head)
+
+    def score(self, h: torch.Tensor, padding: torch.Tensor, head: int = 0) -> torch.Tensor:
+        """Backbone output -> ``[batch]`` scores of one head (summed over the primitives)."""
+        per_primitive = self.heads[head](h).squeeze(-1)  # [B, L]
+        return per_primitive.masked_fill(padding, 0.0).sum(dim=1)
+
+    def backbone(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Shared part: ``[B, L, width]`` features -> (``[B, L, hidden]`` primitive states, ``[B, L]`` padding)."""
         padding = x[..., self.embed.kind_col] == 0  # [B, L]
         h = self.encoder(self.embed(x))
         if self.config.arch == "attention":
@@ -115,6 +145,4 @@ class TLPNet(nn.Module):
             h, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=h.shape[1])
         else:
             h = self.transformer(h, src_key_padding_mask=padding & ~padding.all(dim=1, keepdim=True))
-        h = self.blocks(h)
-        per_primitive = self.decoder(h).squeeze(-1)  # [B, L]
-        return per_primitive.masked_fill(padding, 0.0).sum(dim=1)
+        return self.blocks(h), padding

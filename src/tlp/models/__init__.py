@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 MODELS_DIR = Path(__file__).resolve().parent
@@ -14,9 +15,26 @@ PACKAGED = ("tlp-cpu", "tlp-cpu-small")
 DEFAULT = "tlp-cpu"
 
 
-def model_path(spec: str | Path | None = None) -> Path:
-    """A checkpoint path: ``None`` = the default model, a packaged name (``tlp-cpu-small``), or a file path."""
+def user_models_dir() -> Path:
+    """Where ``tlp adapt`` saves models for this user's machines: ``$TLP_MODELS_DIR``, else
+    ``$XDG_DATA_HOME/tlp/models`` (``~/.local/share/tlp/models``)."""
+    if os.environ.get("TLP_MODELS_DIR"):
+        return Path(os.environ["TLP_MODELS_DIR"])
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "tlp" / "models"
+
+
+def adapted_model_path(platform_id: str) -> Path:
+    """The model ``tlp adapt`` made for ``platform_id`` (the packaged heads plus this platform's)."""
+    return user_models_dir() / f"{platform_id}.pt"
+
+
+def model_path(spec: str | Path | None = None, platform_id: str | None = None) -> Path:
+    """A checkpoint path: a packaged name (``tlp-cpu-small``), a file path, or ``None`` for the default: the model
+    adapted to ``platform_id`` if ``tlp adapt`` made one, else the packaged default."""
     if spec is None:
+        if platform_id and adapted_model_path(platform_id).is_file():
+            return adapted_model_path(platform_id)
         spec = DEFAULT
     if str(spec) in PACKAGED:
         return MODELS_DIR / f"{spec}.pt"

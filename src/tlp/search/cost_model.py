@@ -31,7 +31,7 @@ from tlp.dataset.store import mean_latency
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import TLPModel
 from tlp.models import model_path
-from tlp.platform import Platform
+from tlp.platform import Platform, nearest_platform
 
 DEFAULT_MODEL_PATH = model_path()  # shipped in the package
 
@@ -60,26 +60,24 @@ class _TaskState:
     latencies: list[float] = field(default_factory=list)
 
 
-def _checkpoint_platform(model: TLPModel) -> list[str]:
-    return list(model.meta.get("platforms") or [])
-
-
 @derived_object
 class TLPCostModel(PyCostModel):
     """TLP as a MetaSchedule ``PyCostModel``.
 
     Args:
         model: a :class:`TLPModel`, a checkpoint path, a packaged model's name (``"tlp-cpu-small"``), or ``None``
-            for the shipped default model.
+            for the default: the model ``tlp adapt`` made for this platform, else the shipped one.
         online: fine-tuning while tuning (off by default).
-        target: the target being tuned (a JSON dict); used only to warn when the model was trained on another
-            platform. ``None`` = this machine's default target.
+        target: the target being tuned (a JSON dict); picks the model's head for this platform (MTL-TLP: one
+            head per platform; the nearest one, with a warning, when it has none). ``None`` = this machine's
+            default target.
     """
 
     def __init__(self, model: TLPModel | str | Path | None = None, online: OnlineTuning | None = None,
                  target: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.model = model if isinstance(model, TLPModel) else TLPModel.load(model_path(model))
+        self.platform = Platform.host(target)
+        self.model = model if isinstance(model, TLPModel) else TLPModel.load(model_path(model, self.platform.id))
         self.online = online or OnlineTuning()
         self._tasks: dict[int, _TaskState] = {}
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
@@ -87,27 +85,31 @@ class TLPCostModel(PyCostModel):
         # Where predict's time goes (cumulative seconds): reading traces, featurizing, the network.
         self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0}
         self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
-        self._check_platform(target)
+        self.head, self.head_platform = self._choose_head()
 
     @staticmethod
     def default() -> "TLPCostModel":
         """The shipped model for this CPU (``tlp/models/tlp-cpu.pt``)."""
         return TLPCostModel()
 
-    def _check_platform(self, target: dict[str, Any] | None) -> None:
-        trained_on = _checkpoint_platform(self.model)
-        if not trained_on:
-            return
-        here = Platform.host(target).id
-        if here not in trained_on:
-            warnings.warn(f"this TLP model was trained on platform(s) {', '.join(trained_on)}; tuning for {here}. "
-                          "Its ranking may be off: fine-tune it on this platform's data (tlp train) or enable online "
-                          "fine-tuning (OnlineTuning(steps=...) / tlp tune --online-steps).",
-                          PlatformMismatchWarning, stacklevel=3)
+    def _choose_head(self) -> tuple[int, str | None]:
+        """The head of the platform being tuned; else the nearest platform's, with a warning."""
+        heads = self.model.platforms
+        if not heads:
+            return 0, None
+        info = self.model.meta.get("platform_info") or {}
+        chosen, exact = nearest_platform(self.platform, {pid: info.get(pid, {}) for pid in heads})
+        if not exact:
+            warnings.warn(f"this TLP model has no head for platform {self.platform.id} (heads: {', '.join(heads)}); "
+                          f"scoring with the nearest, {chosen}. Its ranking may be off: run `tlp adapt` on this "
+                          "machine (minutes) or enable online fine-tuning (OnlineTuning(steps=...) / tlp tune "
+                          "--online-steps).", PlatformMismatchWarning, stacklevel=3)
+        return heads.index(chosen), chosen
 
     # ---- MetaSchedule interface ----------------------------------------------------------------------------
     def load(self, path: str) -> None:
         self.model = TLPModel.load(path)
+        self.head, self.head_platform = self._choose_head()
         self._tasks.clear()
         self._feature_cache.clear()
 
@@ -126,7 +128,7 @@ class TLPCostModel(PyCostModel):
             self._feature_cache.clear()
         features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
         featurized = time.perf_counter()
-        scores = self.model.predict_features(features).astype("float64")
+        scores = self.model.predict_features(features, self.head).astype("float64")
         self.seconds["trace"] += traced - started
         self.seconds["featurize"] += featurized - traced
         self.seconds["network"] += time.perf_counter() - featurized
@@ -177,4 +179,4 @@ class TLPCostModel(PyCostModel):
             return
         self.fine_tune_steps += self.model.fine_tune(np.concatenate(features), np.concatenate(labels),
                                                      np.concatenate(groups), self.online.steps, self.online.lr,
-                                                     self.online.max_seconds)
+                                                     self.online.max_seconds, self.head)

@@ -135,6 +135,10 @@ def format_report(report: dict[str, Any]) -> str:
         if report.get("torch_eager_s"):
             lines.append(f"PyTorch eager ({report['threads']} threads): {report['torch_eager_s'] * 1e3:.3f} ms "
                          f"-> {report['speedup_vs_torch']:.2f}x")
+    head = report.get("cost_model_head")
+    if head and head.get("platform"):
+        lines.append(f"TLP head: {head['platform']}" + ("" if head["exact"] else
+                     f" (nearest to {head['tuning_platform']}; `tlp adapt` makes this machine's own)"))
     if report.get("cost_model_time_s"):
         spent = report["cost_model_time_s"]
         lines.append(f"TLP cost model: {report['candidates_scored']} candidates scored in {sum(spent.values()):.1f} s "

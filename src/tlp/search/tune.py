@@ -206,6 +206,10 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started)
     report["interrupted"] = interrupted
+    if hasattr(cost_model, "head_platform"):
+        # Which platform's head ranked the candidates (MTL-TLP), and whether it is this platform's own.
+        report["cost_model_head"] = {"platform": cost_model.head_platform, "tuning_platform": cost_model.platform.id,
+                                     "exact": cost_model.head_platform in (None, cost_model.platform.id)}
     if remaining > 0 and hasattr(cost_model, "seconds"):
         # How much of this run's wall time the TLP model took (reading traces, featurizing, its network).
         report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
