@@ -85,7 +85,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         summary = remeasure(dataset, source, platform, config, only_loaded_above=threshold,
                             retry_failed=args.remeasure_failed,
                             batch_size=args.batch_size, progress=not args.quiet, max_batches=args.max_batches,
-                            fraction=args.fraction, full_networks=held_out_networks())
+                            fraction=args.fraction, first_networks=held_out_networks())
     else:
         if not args.workloads:
             raise SystemExit("tlp collect: --workloads is required (see `tlp workloads list`)")
@@ -204,7 +204,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     dataset = Dataset(args.dataset)
     platform_ids = _train_platforms(dataset, args)
-    programs = load_platforms(dataset, platform_ids)
+    programs = load_platforms(dataset, platform_ids, args.min_head_programs)
     train, test = programs.split_by_network(set(held_out_networks()))
     if len(set(train.task_keys)) < 2:
         raise DatasetError(f"{args.dataset}: fewer than 2 trainable tasks outside the held-out networks")
@@ -244,6 +244,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.plot:
         plot(results, args.plot)
     print(json.dumps(results, indent=1) if args.json else format_table(results))
+    return 0
+
+
+def cmd_adapt(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.measure import MeasureConfig
+    from tlp.dataset.store import Dataset, DatasetError
+    from tlp.model.adapt import DEFAULT_HELD_OUT_FRACTION, DEFAULT_TRAIN_FRACTION, adapt, format_adapt_report
+    from tlp.model.estimator import TLPModel
+    from tlp.models import adapted_model_path, model_path
+    from tlp.platform import Platform
+
+    platform = Platform.host(_target(args))
+    if not Path(args.dataset, "tasks.json").is_file():
+        raise DatasetError(f"{args.dataset}: no dataset here to take programs from (pass --dataset, e.g. the "
+                           f"datasets/tlp-cpu folder of a TLP checkout)")
+    base = TLPModel.load(model_path(args.model))  # the packaged model, never a previous adaptation
+    if platform.id in base.platforms and not args.force:
+        print(f"the model already has a head for {platform.id}; nothing to do (--force retrains it)")
+        return 0
+    out = Path(args.out) if args.out else adapted_model_path(platform.id)
+    fraction = DEFAULT_TRAIN_FRACTION if args.fraction is None else args.fraction
+    held_out_fraction = DEFAULT_HELD_OUT_FRACTION if args.held_out_fraction is None else args.held_out_fraction
+    report = adapt(Dataset(args.dataset), base, platform, out, fraction, held_out_fraction,
+                   freeze_backbone=not args.fine_tune_backbone, source=args.source,
+                   measure_config=MeasureConfig(run_timeout_s=args.run_timeout), progress=not args.quiet)
+    print(json.dumps(report.to_json(), indent=1) if args.json else format_adapt_report(report))
     return 0
 
 
@@ -326,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--platform", help="platform id (needed when the dataset has several)")
     train.add_argument("--platforms", help="MTL-TLP: comma-separated platform ids, or 'all': one shared backbone, "
                                            "one head per platform")
+    train.add_argument("--min-head-programs", type=int, default=64,
+                       help="with --platforms: refuse a platform with fewer valid programs than this")
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "mse"])
     train.add_argument("--epochs", type=int, default=60)
@@ -346,6 +375,29 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_eval)
+
+    adapt_verb = verbs.add_parser("adapt", help="a cost model for this machine: measure a sample of the dataset's "
+                                                "programs here and train this platform's head (minutes)")
+    adapt_verb.add_argument("--dataset", default=DEFAULT_DATASET, help="where the programs come from and the "
+                            f"measurements go (default {DEFAULT_DATASET})")
+    adapt_verb.add_argument("--model", help="base model (default: the packaged tlp-cpu)")
+    adapt_verb.add_argument("--out", help="where to save (default: the user models folder, $TLP_MODELS_DIR or "
+                                          "~/.local/share/tlp/models, where TLPCostModel() and tlp tune find it)")
+    adapt_verb.add_argument("--fraction", type=float,
+                            help="share of the training tasks' programs to measure here (default: 0.07, what the "
+                                 "few-shot experiment found enough)")
+    adapt_verb.add_argument("--held-out-fraction", type=float,
+                            help="share of the held-out networks' programs to measure here, for the score "
+                                 "(default 0.07)")
+    adapt_verb.add_argument("--fine-tune-backbone", action="store_true",
+                            help="let the shared backbone learn too (slowly) instead of training the head alone")
+    adapt_verb.add_argument("--source", help="platform whose programs to re-measure (default: the largest)")
+    adapt_verb.add_argument("--force", action="store_true", help="retrain a head the model already has")
+    adapt_verb.add_argument("--run-timeout", type=float, default=10.0)
+    adapt_verb.add_argument("-q", "--quiet", action="store_true")
+    adapt_verb.add_argument("--json", action="store_true")
+    _add_target_args(adapt_verb)
+    adapt_verb.set_defaults(func=cmd_adapt)
 
     tune_verb = verbs.add_parser("tune", help="tune an operator, network, TVMScript/TE/PyTorch .py or .onnx file")
     tune_verb.add_argument("source", help="zoo operator or network (see `tlp workloads list`), FILE.py[:NAME] "

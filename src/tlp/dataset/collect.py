@@ -275,33 +275,40 @@ def task_quantile(workload_key: str) -> float:
     return int(hashlib.sha1(f"tlp-sample:{workload_key}".encode()).hexdigest()[:12], 16) / float(16**12)
 
 
+def sample_tasks(programs_per_task: dict[str, int], fraction: float) -> list[str]:
+    """Whole tasks in :func:`task_quantile` order, holding about ``fraction`` of the programs (nested in fraction)."""
+    keys = sorted(programs_per_task, key=task_quantile)
+    budget = fraction * sum(programs_per_task.values())
+    chosen, taken = [], 0
+    for key in keys:
+        if taken + programs_per_task[key] / 2 > budget:  # the closest whole-task cut to the requested share
+            break
+        chosen.append(key)
+        taken += programs_per_task[key]
+    return chosen
+
+
 def sample_order(programs: Iterable[MeasuredProgram], catalogue: dict[str, dict[str, Any]],
-                 fraction: float = 1.0, full_networks: Iterable[str] = ()) -> list[MeasuredProgram]:
+                 fraction: float = 1.0, first_networks: Iterable[str] = (), first_fraction: float = 1.0
+                 ) -> list[MeasuredProgram]:
     """The programs of whole tasks to measure, in the order to measure them.
 
-    Tasks of ``full_networks`` (the held-out networks) come first and are always included; the other tasks follow
-    in :func:`task_quantile` order and are included while the included share of their programs is within
-    ``fraction``. Any prefix of the result is thus "the full networks + a uniform sample of whole tasks", which is
-    what an interrupted re-measurement leaves behind.
+    Tasks of ``first_networks`` (the held-out networks, so that the sample can be evaluated) come first, the
+    other tasks after them; within each group tasks follow :func:`task_quantile` and are included while the
+    included share of the group's programs stays within ``first_fraction`` / ``fraction``. Any prefix of the
+    result is thus "(a sample of) the first networks + a uniform sample of whole tasks", which is what an
+    interrupted re-measurement leaves behind.
     """
-    full = set(full_networks)
+    first = set(first_networks)
     by_task: dict[str, list[MeasuredProgram]] = defaultdict(list)
     for program in programs:
         by_task[program.workload_key].append(program)
 
-    def in_full(key: str) -> bool:
-        return bool(set(catalogue.get(key, {}).get("networks", {})) & full)
-
-    first = [key for key in by_task if in_full(key)]
-    rest = sorted((key for key in by_task if not in_full(key)), key=task_quantile)
-    budget = fraction * sum(len(by_task[key]) for key in rest)
-    chosen, taken = [], 0
-    for key in rest:
-        if taken + len(by_task[key]) / 2 > budget:  # closest whole-task cut to the requested share
-            break
-        chosen.append(key)
-        taken += len(by_task[key])
-    return [program for key in sorted(first, key=task_quantile) + chosen for program in by_task[key]]
+    is_first = {key: bool(set(catalogue.get(key, {}).get("networks", {})) & first) for key in by_task}
+    sizes = {key: len(group) for key, group in by_task.items()}
+    order = sample_tasks({k: n for k, n in sizes.items() if is_first[k]}, first_fraction) + sample_tasks(
+        {k: n for k, n in sizes.items() if not is_first[k]}, fraction)
+    return [program for key in order for program in by_task[key]]
 
 
 def remeasure(
@@ -315,15 +322,17 @@ def remeasure(
     progress: bool = True,
     max_batches: int | None = None,
     fraction: float = 1.0,
-    full_networks: Iterable[str] = (),
+    first_networks: Iterable[str] = (),
+    first_fraction: float = 1.0,
+    on_batch: Callable[[CollectSummary], None] | None = None,
 ) -> CollectSummary:
     """Measure the stored programs of ``source`` again on ``platform`` (same traces).
 
     Two uses: ``platform`` is another machine/target (TenSet-style cross-hardware data, the basis of MTL-TLP), or
     the same platform with ``only_loaded_above`` set, to replace timings taken while the machine was busy, and/or
     ``retry_failed``, to retry programs whose build or run failed (after a fix of the measurement set-up).
-    For another platform, ``fraction`` and ``full_networks`` choose a sample of whole tasks (see
-    :func:`sample_order`); the held-out networks come first so that an interrupted run can still be evaluated.
+    For another platform, ``fraction``, ``first_networks`` and ``first_fraction`` choose a sample of whole tasks
+    (see :func:`sample_order`); the held-out networks come first so that an interrupted run can be evaluated.
     Resumable like :func:`collect`: a program already measured on ``platform`` after the load cut-off is skipped.
     """
     summary = CollectSummary()
@@ -334,7 +343,7 @@ def remeasure(
         done = target_store.latest_programs()
         todo = []
         candidates = done.values() if same_platform else sample_order(
-            source.latest_programs().values(), dataset.catalogue(), fraction, full_networks)
+            source.latest_programs().values(), dataset.catalogue(), fraction, first_networks, first_fraction)
         for program in candidates:
             existing = done.get(program.id)
             if same_platform:
@@ -378,6 +387,8 @@ def remeasure(
                 summary.valid += sum(p.latency is not None for p in programs)
                 summary.failed += sum(p.latency is None for p in programs)
                 bar.update(len(programs))
+                if on_batch:
+                    on_batch(summary)
         finally:
             bar.close()
             target_store.seal()

@@ -186,18 +186,19 @@ class MultiPlatformPrograms:
 MIN_HEAD_PROGRAMS = 64
 
 
-def load_platforms(dataset: Dataset, platform_ids: list[str]) -> MultiPlatformPrograms:
+def load_platforms(dataset: Dataset, platform_ids: list[str], min_programs: int = MIN_HEAD_PROGRAMS
+                   ) -> MultiPlatformPrograms:
     """The programs of several platforms of one dataset, joined by program (see :class:`MultiPlatformPrograms`).
 
-    Refuses (naming the platform and what is missing) a platform with fewer than :data:`MIN_HEAD_PROGRAMS` valid
-    programs, and a platform that shares no program with the others: MTL-TLP learns how platforms differ from the
+    With several platforms, refuses (naming the platform and what is missing) one with fewer than
+    :data:`MIN_HEAD_PROGRAMS` valid programs, and one that shares no program with the others: MTL-TLP learns how platforms differ from the
     same programs measured on each (``tlp collect --remeasure-from`` makes such data).
     """
     per_platform = [load_programs(dataset, platform_id) for platform_id in platform_ids]
-    for programs in per_platform:
-        if len(programs.traces) < MIN_HEAD_PROGRAMS:
+    for programs in per_platform if len(per_platform) > 1 else []:  # one platform: the whole model is its head
+        if len(programs.traces) < min_programs:
             raise DatasetError(f"{dataset.path}/{programs.platform_id}: {len(programs.traces)} valid programs of "
-                               f"tasks with two or more; a head needs at least {MIN_HEAD_PROGRAMS} (measure more with "
+                               f"tasks with two or more; a head needs at least {min_programs} (measure more with "
                                "tlp collect --remeasure-from PLATFORM --fraction F)")
     data = MultiPlatformPrograms.join(per_platform)
     if len(platform_ids) > 1:

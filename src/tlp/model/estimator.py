@@ -239,7 +239,8 @@ class TLPModel:
             bar.set_postfix(loss=f"{row['train_loss']:.4f}", val_top1=f"{val_top1:.4f}")
             if on_epoch:
                 on_epoch(row)
-            if not history.best_epoch >= 0 or val_top1 > history.best_val_top1:
+            # No validation task (a tiny sample): keep the latest epoch and train to the end.
+            if np.isnan(val_top1) or not history.best_epoch >= 0 or val_top1 > history.best_val_top1:
                 history.best_epoch, history.best_val_top1 = epoch, val_top1
                 best_state, since_best = copy.deepcopy(self.net.state_dict()), 0
             else:

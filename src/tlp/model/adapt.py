@@ -1,0 +1,132 @@
+"""``tlp adapt``: a cost model for this machine from a few hundred measurements (MTL-TLP's promise).
+
+1. Measure a sample of the dataset's programs here (whole tasks: a share of the held-out networks' tasks, to
+   report a held-out score, and a share of the training tasks), through :func:`tlp.dataset.collect.remeasure`:
+   resumable and kill-safe like ``tlp collect``, stored in the dataset under this platform.
+2. Train this platform's head on the training part: a new head starting as a copy of the nearest platform's head,
+   on the shared backbone (frozen, or lightly fine-tuned).
+3. Score the held-out part with the nearest head (what this machine got before) and with its own head, and save
+   the model (every packaged head plus this one) where ``TLPCostModel()`` and ``tlp tune`` look first
+   (:func:`tlp.models.adapted_model_path`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tlp.dataset.collect import CollectSummary, remeasure
+from tlp.dataset.measure import MeasureConfig
+from tlp.dataset.store import Dataset, DatasetError
+from tlp.evaluation import score_models
+from tlp.features.tensors import MIN_HEAD_PROGRAMS, load_programs
+from tlp.model.estimator import TLPModel
+from tlp.platform import Platform, nearest_platform
+from tlp.workloads import held_out_networks
+
+# Shares measured by default: chosen from the few-shot experiment (benchmarks/README.md, "MTL-TLP").
+DEFAULT_TRAIN_FRACTION = 0.07
+DEFAULT_HELD_OUT_FRACTION = 0.07
+
+
+@dataclass
+class AdaptReport:
+    platform: str
+    nearest_head: str
+    measured_now: int
+    train_programs: int
+    test_programs: int
+    freeze_backbone: bool
+    top1_nearest_head: float
+    top1_own_head: float
+    top5_nearest_head: float
+    top5_own_head: float
+    measure_seconds: float
+    train_seconds: float
+    out: str
+    per_network: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def source_platform(dataset: Dataset, exclude: str) -> str:
+    """The platform whose programs to re-measure: the one with the most stored records (not this one)."""
+    candidates = [p for p in dataset.platform_ids() if p != exclude]
+    if not candidates:
+        raise DatasetError(f"{dataset.path}: no platform to take programs from (it holds only {exclude or 'nothing'})")
+    return max(candidates, key=lambda p: sum(1 for _ in dataset.store(p).records.lines()))
+
+
+def adapt(
+    dataset: Dataset,
+    base: TLPModel,
+    platform: Platform,
+    out: Path,
+    train_fraction: float = DEFAULT_TRAIN_FRACTION,
+    held_out_fraction: float = DEFAULT_HELD_OUT_FRACTION,
+    freeze_backbone: bool = True,
+    source: str | None = None,
+    measure_config: MeasureConfig | None = None,
+    progress: bool = True,
+    on_batch: Callable[[CollectSummary], None] | None = None,
+    min_programs: int = MIN_HEAD_PROGRAMS,
+) -> AdaptReport:
+    """Measure a sample here, train this platform's head on ``base``, save to ``out``; see the module doc."""
+    if not base.platforms:
+        raise DatasetError("the base model names no platform for its head(s); train it with tlp train first")
+    info = base.meta.get("platform_info") or {}
+    nearest, _ = nearest_platform(platform, {p: info.get(p, {}) for p in base.platforms})
+    source_id = source or source_platform(dataset, platform.id)
+    started = time.monotonic()
+    summary = remeasure(dataset, dataset.store(source_id), platform, measure_config, fraction=train_fraction,
+                        first_networks=held_out_networks(), first_fraction=held_out_fraction, progress=progress,
+                        on_batch=on_batch)
+    measure_seconds = time.monotonic() - started
+    programs = load_programs(dataset, platform.id)
+    train, test = programs.split_by_network(set(held_out_networks()))
+    if len(train.traces) < min_programs:
+        raise DatasetError(f"{dataset.path}/{platform.id}: {len(train.traces)} valid training programs measured here "
+                           f"(kept); a head needs at least {min_programs}: raise --fraction")
+    before = _held_out_scores(base, test, nearest)
+    started = time.monotonic()
+    base.fit_head(train, copy_of=nearest, freeze_backbone=freeze_backbone, progress=progress)
+    train_seconds = time.monotonic() - started
+    base.meta.setdefault("platform_info", {})[platform.id] = platform.to_json()
+    after = _held_out_scores(base, test, platform.id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    base.save(out)
+    return AdaptReport(
+        platform=platform.id, nearest_head=nearest, measured_now=summary.measured, train_programs=len(train.traces),
+        test_programs=len(test.traces), freeze_backbone=freeze_backbone,
+        top1_nearest_head=before.get("top1", float("nan")), top1_own_head=after.get("top1", float("nan")),
+        top5_nearest_head=before.get("top5", float("nan")), top5_own_head=after.get("top5", float("nan")),
+        measure_seconds=round(measure_seconds, 1), train_seconds=round(train_seconds, 1), out=str(out),
+        per_network={"nearest_head": before.get("per_network", {}), "own_head": after.get("per_network", {})})
+
+
+def _held_out_scores(model: TLPModel, test: Any, platform_id: str) -> dict[str, Any]:
+    """TenSet top-k of one head on this machine's held-out sample (empty when the sample has no test task)."""
+    if not test.traces:
+        return {}
+    scores = model.predict(test.traces, [test.extents.get(k) for k in test.task_keys],
+                           model.head_index(platform_id))
+    networks = sorted({n for k in set(test.task_keys) for n in test.networks_of(k)} & set(held_out_networks()))
+    result = score_models(test, np.asarray(scores), networks)
+    return {"top1": result["top1"], "top5": result["top5"], "per_network": result["per_network"]}
+
+
+def format_adapt_report(report: AdaptReport) -> str:
+    return "\n".join([
+        f"platform {report.platform}: head trained on {report.train_programs} programs measured here "
+        f"({report.measured_now} new; {report.measure_seconds:.0f} s measuring, {report.train_seconds:.0f} s training, "
+        f"backbone {'frozen' if report.freeze_backbone else 'fine-tuned'})",
+        f"held-out sample ({report.test_programs} programs): top-1 {report.top1_own_head:.3f} with this machine's "
+        f"head vs {report.top1_nearest_head:.3f} with the nearest platform's ({report.nearest_head}); "
+        f"top-5 {report.top5_own_head:.3f} vs {report.top5_nearest_head:.3f}",
+        f"saved {report.out}: TLPCostModel() and tlp tune use it on this machine from now on",
+    ])

@@ -1,0 +1,221 @@
+"""MTL-TLP on real measurements: the same programs on two platforms of this machine (native and x86-64-v2)."""
+
+import json
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+
+from tlp.dataset.measure import MeasureConfig
+from tlp.dataset.collect import remeasure, sample_order, sample_tasks, task_quantile
+from tlp.dataset.store import Dataset, DatasetError
+from tlp.features.tensors import MultiPlatformPrograms, load_platforms, load_programs
+from tlp.model.estimator import CheckpointError, TLPModel, TrainConfig
+from tlp.model.network import ModelConfig
+from tlp.platform import Platform, TargetError, nearest_platform, parse_target
+
+from conftest import TLP
+
+SSE_TARGET = {"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2}
+
+
+@pytest.fixture(scope="module")
+def two_platforms(collected, host_platform, tmp_path_factory):
+    """The tiny collection, copied, plus the same programs re-measured for an SSE4.2 target on this host."""
+    import shutil
+
+    source, _ = collected
+    dataset = Dataset(tmp_path_factory.mktemp("mtl") / "d")
+    shutil.copytree(source.path, dataset.path)
+    sse = Platform.host(parse_target(SSE_TARGET))
+    summary = remeasure(dataset, dataset.store(host_platform.id), sse, MeasureConfig(min_repeat_ms=2), progress=False)
+    assert summary.measured == len(dataset.store(host_platform.id).latest_programs())
+    return dataset, host_platform, sse
+
+
+def small_model(epochs=3):
+    return TLPModel(model_config=ModelConfig(hidden=32, heads=4), train_config=TrainConfig(epochs=epochs,
+                                                                                            val_fraction=0.5))
+
+
+def test_platform_id_says_the_target_runs_on_another_cpu(two_platforms):
+    _, native, sse = two_platforms
+    assert "-on-" not in native.id
+    assert sse.id.startswith("llvm-x86-64-v2-2c-on-") and native.target["mcpu"] in sse.id
+
+
+def test_join_puts_one_program_on_one_row(two_platforms):
+    dataset, native, sse = two_platforms
+    data = load_platforms(dataset, [native.id, sse.id], min_programs=4)
+    assert data.latencies.shape == (len(load_programs(dataset, native.id).traces), 2)
+    labels = data.labels()
+    measured = ~np.isnan(data.latencies)
+    assert measured.all(axis=0).any()
+    groups = data.group_ids()
+    for column in range(2):  # labels are normalized per task *and* platform: each task's best is 1 on each
+        for group in np.unique(groups[measured[:, column]]):
+            rows = (groups == group) & measured[:, column]
+            assert labels[rows, column].max() == pytest.approx(1.0)
+    assert len(data.platform(sse.id).traces) == measured[:, 1].sum()
+
+
+def test_mtl_model_has_a_head_per_platform_and_round_trips(two_platforms, tmp_path):
+    dataset, native, sse = two_platforms
+    data = load_platforms(dataset, [native.id, sse.id], min_programs=4)
+    model = small_model()
+    model.fit(data, progress=False)
+    assert model.platforms == [native.id, sse.id] and len(model.net.heads) == 2
+    programs = data.platform(sse.id)
+    extents = [programs.extents[k] for k in programs.task_keys]
+    by_head = [model.predict(programs.traces, extents, head) for head in (0, 1)]
+    assert not np.allclose(by_head[0], by_head[1])  # the heads are different functions
+    model.save(tmp_path / "mtl.pt")
+    loaded = TLPModel.load(tmp_path / "mtl.pt")
+    assert loaded.platforms == model.platforms
+    assert np.allclose(loaded.predict(programs.traces, extents, loaded.head_index(sse.id)), by_head[1], atol=1e-6)
+    with pytest.raises(CheckpointError, match="no head for platform llvm-other"):
+        loaded.head_index("llvm-other")
+
+
+def test_fit_head_adds_a_platform_and_leaves_the_others(two_platforms, tiny_checkpoint):
+    dataset, native, sse = two_platforms
+    model = TLPModel.load(tiny_checkpoint)
+    programs = load_programs(dataset, native.id)
+    extents = [programs.extents[k] for k in programs.task_keys]
+    before = model.predict(programs.traces, extents, 0)
+    model.fit_head(load_programs(dataset, sse.id), copy_of=native.id, freeze_backbone=True, progress=False)
+    assert model.platforms == [native.id, sse.id]
+    assert np.allclose(model.predict(programs.traces, extents, 0), before, atol=1e-6)  # frozen backbone
+    assert model.meta["adapted"][sse.id]["copy_of"] == native.id
+
+
+def test_packaged_single_decoder_checkpoint_loads_as_one_head():
+    from tlp.models import model_path
+
+    model = TLPModel.load(model_path())
+    assert len(model.net.heads) == 1 and len(model.platforms) == 1
+
+
+def test_tlp_train_platforms_writes_every_head(two_platforms, tmp_path):
+    dataset, native, sse = two_platforms
+    out = tmp_path / "mtl.pt"
+    run = subprocess.run(TLP + ["train", str(dataset.path), "--platforms", "all", "--out", str(out), "--epochs", "2",
+                                "--hidden", "32", "--min-head-programs", "4", "-q"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["heads"] == sorted([native.id, sse.id])
+    meta = TLPModel.load(out).meta
+    assert set(meta["platform_info"]) == {native.id, sse.id}
+    bad = subprocess.run(TLP + ["train", str(dataset.path), "--platforms", f"{native.id},llvm-nope", "--out",
+                                str(out)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "no platform llvm-nope" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_mtl_refuses_platforms_that_share_no_program(two_platforms, tmp_path):
+    import shutil
+
+    dataset, native, sse = two_platforms
+    copy = Dataset(tmp_path / "d")
+    shutil.copytree(dataset.path, copy.path)
+    # Keep only one task's records on the SSE platform and the other task's on the native one.
+    keys = sorted(set(load_programs(dataset, native.id).task_keys))
+    for platform_id, keep in ((native.id, keys[0]), (sse.id, keys[1])):
+        store = copy.store(platform_id)
+        programs = [p for p in store.latest_programs().values() if p.workload_key == keep]
+        shutil.rmtree(store.path)
+        new = copy.store_for(store.platform)
+        with new:
+            new.add_workload(dataset.store(platform_id).workload_json(keep))
+            new.append(programs)
+    with pytest.raises(DatasetError, match="shares no program"):
+        load_platforms(copy, [native.id, sse.id], min_programs=1)
+    with pytest.raises(DatasetError, match="a head needs at least 64"):
+        load_platforms(copy, [native.id, sse.id])
+
+
+def test_sample_order_puts_held_out_first_and_nests_fractions(two_platforms):
+    dataset, native, _ = two_platforms
+    programs = list(dataset.store(native.id).latest_programs().values())
+    catalogue = dataset.catalogue()
+    first_network = next(iter(catalogue[programs[0].workload_key]["networks"]))
+    order = sample_order(programs, catalogue, fraction=1.0, first_networks=[first_network])
+    assert order[0].workload_key == programs[0].workload_key
+    assert len(order) == len(programs)
+    sizes = {str(i): 10 for i in range(200)}
+    small, large = sample_tasks(sizes, 0.03), sample_tasks(sizes, 0.15)
+    assert set(small) < set(large) and len(small) == 6 and len(large) == 30
+    assert large == sorted(large, key=task_quantile)
+
+
+def test_nearest_platform_prefers_the_same_isa_family():
+    known = {
+        "avx2": {"target": {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}},
+        "avx512": {"target": {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}},
+        "sse": {"target": {"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2}},
+    }
+    wanted = Platform({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    assert nearest_platform(wanted, known) == ("avx512", False)
+    assert nearest_platform(Platform({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}), known) == ("avx2", False)
+    assert nearest_platform(Platform(known["sse"]["target"]), {**known, Platform(known["sse"]["target"]).id: {}})[1]
+
+
+def test_a_target_this_cpu_cannot_run_is_refused_up_front(tmp_path):
+    from tlp.platform import host_cpu_name
+
+    if host_cpu_name() in ("sapphirerapids", "graniterapids", "emeraldrapids"):
+        pytest.skip("this CPU has AMX")
+    before = set(tmp_path.iterdir())
+    with pytest.raises(TargetError, match="amx-tile.*cannot run here"):
+        Platform.host(parse_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}))
+    run = subprocess.run(TLP + ["collect", "--dataset", str(tmp_path / "d"), "--workloads", "dense_64x64x64",
+                                "--target", '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "cannot run here" in run.stderr and "Traceback" not in run.stderr
+    assert set(tmp_path.iterdir()) == before  # nothing stored
+
+
+def test_cost_model_picks_the_head_of_the_tuned_platform(two_platforms, tmp_path, monkeypatch):
+    from tlp.search import PlatformMismatchWarning, TLPCostModel
+
+    dataset, native, sse = two_platforms
+    model = small_model(epochs=1)
+    model.fit(load_platforms(dataset, [native.id, sse.id], min_programs=4), progress=False)
+    model.meta["platform_info"] = {native.id: native.to_json(), sse.id: sse.to_json()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PlatformMismatchWarning)
+        assert TLPCostModel(model, target=sse.target).head_platform == sse.id
+        assert TLPCostModel(model, target=native.target).head_platform == native.id
+    with pytest.warns(PlatformMismatchWarning, match="nearest"):
+        chosen = TLPCostModel(model, target=parse_target({"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}))
+    assert chosen.head_platform in (native.id, sse.id)
+
+
+def test_adapt_measures_here_trains_a_head_and_is_found_by_default(two_platforms, tiny_checkpoint, tmp_path,
+                                                                     monkeypatch, fast_measure):
+    import shutil
+
+    from tlp.model.adapt import adapt
+    from tlp.models import adapted_model_path
+    from tlp.search import TLPCostModel
+
+    dataset, native, _ = two_platforms
+    copy = Dataset(tmp_path / "d")
+    shutil.copytree(dataset.path, copy.path, ignore=shutil.ignore_patterns("llvm-x86-64-v2*"))
+    monkeypatch.setenv("TLP_MODELS_DIR", str(tmp_path / "models"))
+    avx2 = Platform.host(parse_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}))
+    base = TLPModel.load(tiny_checkpoint)
+    base.meta["platform_info"] = {native.id: native.to_json()}
+    report = adapt(copy, base, avx2, adapted_model_path(avx2.id), train_fraction=1.0, held_out_fraction=1.0,
+                   measure_config=fast_measure, progress=False, min_programs=4)
+    assert report.measured_now == len(load_programs(copy, native.id).traces) and report.nearest_head == native.id
+    assert report.train_programs == report.measured_now  # the tiny tasks are all training tasks
+    found = TLPCostModel(target=avx2.target)
+    assert found.head_platform == avx2.id and found.model.platforms == [native.id, avx2.id]
+    # Re-running measures nothing again (resumable), and too few programs for a head is a clear error.
+    again = adapt(copy, TLPModel.load(tiny_checkpoint), avx2, tmp_path / "again.pt", train_fraction=1.0,
+                  held_out_fraction=1.0, progress=False, min_programs=4)
+    assert again.measured_now == 0
+    with pytest.raises(DatasetError, match="a head needs at least 64"):
+        adapt(copy, TLPModel.load(tiny_checkpoint), avx2, tmp_path / "x.pt", progress=False)
+    assert len(load_programs(copy, avx2.id).traces) == report.train_programs  # measurements kept
