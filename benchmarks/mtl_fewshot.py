@@ -5,7 +5,10 @@ For each target platform T and fraction f of T's measured training programs (who
 
 - ``target_only``: a TLP model trained on that sample of T alone;
 - ``mtl``: one MTL-TLP model (shared backbone, one head per platform) trained on the same sample of T plus every
-  other platform's training programs; scored with T's head.
+  other platform's training programs; scored with T's head;
+- ``head_frozen`` / ``head_finetuned``: what ``tlp adapt`` does: an MTL model trained *without* T (once per
+  target), then a new head for T trained on the sample, starting from the nearest platform's head, with the
+  backbone frozen / lightly fine-tuned (0.1x learning rate).
 
 Both are scored on T's measured programs of the held-out networks (TenSet top-1 / top-5, mean over networks).
 Rows are appended to ``benchmarks/results/mtl_fewshot.json`` as they finish (a re-run skips rows it has), and a
@@ -17,6 +20,7 @@ PNG plots top-1 against the fraction, one panel per target.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform as host
 import time
@@ -32,7 +36,7 @@ from tlp.features.featurizer import FeatureConfig
 from tlp.features.tensors import MultiPlatformPrograms, load_platforms
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
-from tlp.platform import host_fingerprint
+from tlp.platform import host_fingerprint, nearest_platform
 from tlp.workloads import held_out_networks
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -69,7 +73,8 @@ def plot(rows: list[dict], path: Path) -> None:
     targets = sorted({r["target"] for r in rows})
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4), sharey=True, squeeze=False)
     for ax, target in zip(axes[0], targets):
-        for method, style in (("mtl", "o-"), ("target_only", "s--")):
+        for method, style in (("mtl", "o-"), ("target_only", "s--"), ("head_frozen", "^:"),
+                              ("head_finetuned", "v:")):
             points = sorted((r["fraction"], r["top1"]) for r in rows if r["target"] == target and r["method"] == method)
             if points:
                 ax.plot(*zip(*points), style, label=method)
@@ -90,6 +95,7 @@ def main() -> None:
     parser.add_argument("--platforms", required=True, help="comma-separated platform ids (the MTL model's heads)")
     parser.add_argument("--targets", help="targets (default: every platform)")
     parser.add_argument("--fractions", default="0.01,0.03,0.07,0.15,1")
+    parser.add_argument("--methods", default="target_only,mtl,head_frozen,head_finetuned")
     parser.add_argument("--seq-len", type=int, default=25)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=40)
@@ -108,9 +114,11 @@ def main() -> None:
                     "patience": args.patience, "seed": args.seed, "held_out_networks": held_out_networks()})
     done = {(r["target"], r["fraction"], r["method"]) for r in results["rows"]}
 
-    data = load_platforms(Dataset(args.dataset), platforms)
+    dataset = Dataset(args.dataset)
+    data = load_platforms(dataset, platforms)
     train, test = data.split_by_network(set(held_out_networks()))
     shared_full: TLPModel | None = None  # the MTL model with every platform whole: the same for every target
+    methods = args.methods.split(",")
 
     def fit(programs: MultiPlatformPrograms) -> tuple[TLPModel, float]:
         model = TLPModel(FeatureConfig(seq_len=args.seq_len), ModelConfig(hidden=args.hidden),
@@ -121,14 +129,34 @@ def main() -> None:
 
     for target in targets:
         column = platforms.index(target)
+        without_target: tuple[TLPModel, float] | None = None  # base of the head_* methods, trained once per target
         for fraction in fractions:
-            for method in ("target_only", "mtl"):
+            for method in methods:
                 if (target, fraction, method) in done:
                     continue
                 sampled = target_sample(train, column, fraction)
                 target_programs = int((~np.isnan(sampled.latencies[:, column])).sum())
+                if not target_programs:
+                    print(f"{target} at {fraction}: no training program measured yet, skipped", flush=True)
+                    continue
                 if method == "target_only":
                     model, seconds = fit(sampled.platform(target))
+                elif method.startswith("head_"):
+                    if without_target is None:
+                        others = [c for c in range(len(platforms)) if c != column]
+                        base_data = MultiPlatformPrograms(train.traces, train.task_keys, train.latencies[:, others],
+                                                          [platforms[c] for c in others], train.extents,
+                                                          train.catalogue)
+                        without_target = fit(base_data.subset(~np.isnan(base_data.latencies).all(axis=1)))
+                        without_target[0].meta["platform_info"] = {
+                            p: dataset.store(p).platform.to_json() for p in platforms}
+                    model = copy.deepcopy(without_target[0])
+                    wanted = dataset.store(target).platform
+                    nearest, _ = nearest_platform(wanted, {p: model.meta["platform_info"][p] for p in model.platforms})
+                    started = time.monotonic()
+                    model.fit_head(sampled.platform(target), copy_of=nearest,
+                                   freeze_backbone=method == "head_frozen", progress=False)
+                    seconds = time.monotonic() - started
                 elif fraction >= 1.0 and shared_full is not None:
                     model, seconds = shared_full, 0.0
                 else:

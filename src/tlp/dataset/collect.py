@@ -325,6 +325,7 @@ def remeasure(
     first_networks: Iterable[str] = (),
     first_fraction: float = 1.0,
     on_batch: Callable[[CollectSummary], None] | None = None,
+    seal_every_s: float = 600.0,
 ) -> CollectSummary:
     """Measure the stored programs of ``source`` again on ``platform`` (same traces).
 
@@ -362,6 +363,7 @@ def remeasure(
         measurer = Measurer(platform.target, measure_config)
         target_json = tvm.target.Target(platform.target).export()
         bar = tqdm(total=len(todo), disable=not progress, unit="prog", desc=f"remeasure -> {platform.id}")
+        last_seal = time.monotonic()
         try:
             for batch_number, start in enumerate(range(0, len(todo), batch_size)):
                 if max_batches is not None and batch_number >= max_batches:
@@ -389,6 +391,9 @@ def remeasure(
                 bar.update(len(programs))
                 if on_batch:
                     on_batch(summary)
+                if time.monotonic() - last_seal > seal_every_s:  # committed segments, not just a plain tail
+                    target_store.seal()
+                    last_seal = time.monotonic()
         finally:
             bar.close()
             target_store.seal()

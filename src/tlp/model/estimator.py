@@ -189,6 +189,8 @@ class TLPModel:
         lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
         groups = data.group_ids()
         tasks = np.unique(groups)
+        if not len(tasks):
+            raise ValueError("no measured program to train on")
         rng = np.random.default_rng(cfg.seed)
         val_tasks = set(rng.choice(tasks, size=max(1, int(round(cfg.val_fraction * len(tasks)))), replace=False))
         if len(val_tasks) == len(tasks) and len(tasks) > 1:
