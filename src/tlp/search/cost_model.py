@@ -89,7 +89,7 @@ class TLPCostModel(PyCostModel):
 
     @staticmethod
     def default() -> "TLPCostModel":
-        """The shipped model for this CPU (``tlp/models/tlp-cpu.pt``)."""
+        """The default model for this machine: ``tlp adapt``'s for its platform if made, else the shipped one."""
         return TLPCostModel()
 
     def _choose_head(self) -> tuple[int, str | None]:
