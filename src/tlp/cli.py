@@ -7,6 +7,7 @@
     tlp eval --model MODEL --dataset DATASET top-k on held-out networks vs MetaSchedule XGB/MLP and random
     tlp tune SOURCE --trials N               tune an operator / network / .py / .onnx with the TLP cost model
     tlp dataset info|import|seal|export      inspect and manage datasets
+    tlp dataset verify DATASET               find damaged segments (checksums, decompression, JSON)
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def cmd_dataset_info(args: argparse.Namespace) -> int:
 
     if not Path(args.path).is_dir():
         raise DatasetError(f"{args.path}: no such dataset folder")
-    info = dataset_info(Dataset(args.path), args.load_threshold)
+    info = dataset_info(Dataset(args.path, skip_damaged=args.skip_damaged), args.load_threshold)
     print(json.dumps(info, indent=1) if args.json else format_info(info))
     return 0
 
@@ -147,6 +148,22 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
     workloads, records = Dataset(args.path).store(args.platform).export_database(Path(args.out))
     print(f"wrote {workloads} and {records} (open with ms.database.JSONDatabase(work_dir={args.out!r}))")
     return 0
+
+
+def cmd_dataset_verify(args: argparse.Namespace) -> int:
+    from tlp.dataset.store import Dataset, DatasetError  # pylint: disable=import-outside-toplevel
+    from tlp.dataset.verify import format_verification, verify_dataset  # pylint: disable=import-outside-toplevel
+
+    if not Path(args.path).is_dir():
+        raise DatasetError(f"{args.path}: no such dataset folder")
+    result = verify_dataset(Dataset(args.path), record_missing=args.record_missing)
+    print(json.dumps(result, indent=1) if args.json else format_verification(result))
+    if result["clean"]:
+        return 0
+    if not args.json:
+        print(f"tlp: error: {len(result['problems'])} problems in {args.path}: restore damaged files from git "
+              "(`git checkout -- PATH`), or read around them with `tlp dataset info --skip-damaged`", file=sys.stderr)
+    return 1  # damage found (2 stays "could not run", as for every TLPError)
 
 
 def _platform_of(dataset: Any, requested: str | None) -> str:
@@ -432,6 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("path", nargs="?", default=DEFAULT_DATASET)
     info.add_argument("--json", action="store_true")
     info.add_argument("--load-threshold", type=float, default=0.10)
+    info.add_argument("--skip-damaged", action="store_true",
+                      help="skip damaged segments and report the records lost instead of failing")
     info.set_defaults(func=cmd_dataset_info)
     compare = dataset.add_parser("compare", help="how differently platforms rank the same programs")
     compare.add_argument("path", nargs="?", default=DEFAULT_DATASET)
@@ -455,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--platform", required=True)
     export.add_argument("--out", required=True)
     export.set_defaults(func=cmd_dataset_export)
+    verify = dataset.add_parser("verify", help="check every segment and tail for damage (exit 1 when found)")
+    verify.add_argument("path", nargs="?", default=DEFAULT_DATASET)
+    verify.add_argument("--record-missing", action="store_true",
+                        help="record checksums of segments that have none and read cleanly (never rewrites them)")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=cmd_dataset_verify)
     return parser
 
 

@@ -7,6 +7,7 @@ from tlp.dataset.collect import CollectPlan, collect, remeasure
 from tlp.dataset.info import dataset_info
 from tlp.dataset.measure import MeasureConfig, RPCSettings
 from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore
+from tlp.dataset.table import DamagedSegment
 
 __all__ = ["CollectPlan", "collect", "remeasure", "dataset_info", "MeasureConfig", "RPCSettings", "Dataset",
-           "DatasetError", "MeasuredProgram", "PlatformStore"]
+           "DatasetError", "DamagedSegment", "MeasuredProgram", "PlatformStore"]

@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD
-from tlp.dataset.store import Dataset, ReadReport
+from tlp.dataset.store import LOST_WORKLOAD, Dataset, ReadReport
 
 
 def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOLD) -> dict[str, Any]:
@@ -21,7 +21,10 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         store = dataset.store(platform_id)
         report = ReadReport()
         programs = store.latest_programs(report)
-        measurements = sum(1 for _ in store.records.lines())
+        measurements = sum(1 for _ in store.table_lines(store.records, ReadReport()))
+        # Records lost: those of damaged record segments, plus readable ones whose workload line was lost.
+        lost_lines = report.lost_lines(store.records)
+        lost_records = None if lost_lines is None else lost_lines + report.skipped[LOST_WORKLOAD]
         valid = [p for p in programs.values() if p.latency is not None]
         cvs = [cv for cv in (p.noise_cv for p in valid) if cv is not None]
         is_loaded = [(p.meta.get("foreign_load") or 0.0) > load_threshold for p in valid]
@@ -52,6 +55,8 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
             "valid_per_task_median": statistics.median(per_task) if per_task else 0,
             "skipped_lines": dict(report.skipped),
             "skipped_examples": report.examples,
+            "damaged_segments": [d.to_json() for d in report.damaged],
+            "lost_records": "unknown" if lost_records is None else lost_records,
         }
         totals["records"] += len(programs)
         totals["valid_records"] += len(valid)
@@ -120,6 +125,11 @@ def format_info(info: dict[str, Any]) -> str:
             lines.append(f"    skipped {count}: {reason}")
         for example in p["skipped_examples"][:3]:
             lines.append(f"      e.g. {example}")
+        for damage in p["damaged_segments"]:
+            lost = "unknown" if damage["lost_lines"] is None else damage["lost_lines"]
+            lines.append(f"    skipped damaged segment {damage['path']} ({damage['problem']}): {lost} lines lost")
+        if p["damaged_segments"]:
+            lines.append(f"    records lost to damage: {p['lost_records']}")
     return "\n".join(lines)
 
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from tlp import TLPError
-from tlp.dataset.table import Table
+from tlp.dataset.table import Damage, DatasetError, Table
 from tlp.platform import Platform
 
 # MetaSchedule marks some failed runs with a huge latency instead of null; treat those as failures too.
@@ -45,10 +44,6 @@ def mean_latency(run_secs: Any, error: Any = None) -> float | None:
     if not mean > 0 or mean >= FAILED_LATENCY_S or mean != mean or min(seconds) <= 0:
         return None
     return mean
-
-
-class DatasetError(TLPError, RuntimeError):
-    """The dataset on disk cannot be used as asked; the message names the file and what is wrong."""
 
 
 def trace_id(workload_key: str, trace_json: Any) -> str:
@@ -113,15 +108,33 @@ class ReadReport:
 
     skipped: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
+    damaged: list[Damage] = field(default_factory=list)  # segments skipped whole (PlatformStore.skip_damaged)
 
     def skip(self, location: str, reason: str) -> None:
         self.skipped[reason] += 1
         if len(self.examples) < 10:
             self.examples.append(f"{location}: {reason}")
 
+    def lose(self, damage: Damage) -> None:
+        if all(d.path != damage.path for d in self.damaged):
+            self.damaged.append(damage)
+
+    def lost_lines(self, table: Table) -> int | None:
+        """Lines lost with the damaged segments of ``table``; ``None`` when a lost segment's size is unknown."""
+        counts = [d.lines for d in self.damaged
+                  if d.path.parent == table.tail.parent and d.path.name.startswith(table.tail.name + ".")]
+        return None if None in counts else sum(counts)  # type: ignore[arg-type]
+
+
+LOST_WORKLOAD = "workload lost with a damaged segment"
+
 
 class PlatformStore:
-    """The measurements of one platform. Writers take an exclusive lock; readers never block."""
+    """The measurements of one platform. Writers take an exclusive lock; readers never block.
+
+    Reading a damaged segment raises :class:`DamagedSegment` unless ``skip_damaged`` is set; then its lines are
+    skipped and counted in the :class:`ReadReport` (writers never skip: they would build on a shifted table).
+    """
 
     WORKLOADS = "database_workload.json"
     RECORDS = "database_tuning_record.json"
@@ -133,8 +146,10 @@ class PlatformStore:
         self.workloads = Table(self.path / self.WORKLOADS)
         self.records = Table(self.path / self.RECORDS)
         self.measurements = Table(self.path / self.MEASUREMENTS)
+        self.skip_damaged = False
         self._lock_handle: Any = None
         self._workload_index: dict[str, int] | None = None
+        self._workload_count = 0
         self._workloads_json: dict[str, list[Any]] | None = None
 
     # ---- opening -------------------------------------------------------------------------------------------
@@ -175,7 +190,7 @@ class PlatformStore:
         handle.flush()
         self._lock_handle = handle
         actions: list[str] = []
-        for table in (self.workloads, self.records, self.measurements):
+        for table in self.tables():
             actions.extend(table.repair())
         return actions
 
@@ -192,11 +207,34 @@ class PlatformStore:
     def __exit__(self, *exc: Any) -> None:
         self.unlock()
 
+    def tables(self) -> tuple[Table, Table, Table]:
+        return self.workloads, self.records, self.measurements
+
+    def table_lines(self, table: Table, report: ReadReport | None) -> Iterator[tuple[str, str]]:
+        """``table``'s lines; damaged segments raise, or are skipped into ``report`` when ``skip_damaged``."""
+        if not self.skip_damaged:
+            return table.lines()
+        return table.lines(on_damage=(report if report is not None else ReadReport()).lose)
+
     # ---- workloads -----------------------------------------------------------------------------------------
-    def workload_keys(self) -> list[str]:
-        """Workload keys in table order: a record's workload index points into this list."""
-        keys = []
-        for location, line in self.workloads.lines():
+    def workload_keys(self, report: ReadReport | None = None) -> list[str | None]:
+        """Workload keys in table order: a record's workload index points into this list.
+
+        With ``skip_damaged``, the lines of a damaged workload segment become ``None`` placeholders so that later
+        indices stay right; a damaged segment of unknown length is an error, as every later index would be wrong.
+        """
+        keys: list[str | None] = []
+
+        def lost(damage: Damage) -> None:
+            if damage.lines is None:
+                raise DatasetError(f"{damage.path}: damaged segment ({damage.problem}) of unknown length (no checksum "
+                                   "was recorded), so no record's workload can be trusted after it; restore it "
+                                   f"from git (`git checkout -- {damage.path}`)")
+            keys.extend([None] * damage.lines)
+            if report is not None:
+                report.lose(damage)
+
+        for location, line in self.workloads.lines(on_damage=lost if self.skip_damaged else None):
             try:
                 keys.append(str(json.loads(line)[0]))
             except (json.JSONDecodeError, IndexError, TypeError):
@@ -206,13 +244,16 @@ class PlatformStore:
 
     def workload_index(self) -> dict[str, int]:
         if self._workload_index is None:
-            self._workload_index = {key: i for i, key in enumerate(self.workload_keys())}
+            keys = self.workload_keys()
+            self._workload_count = len(keys)  # the next line's index (placeholders and duplicates count too)
+            self._workload_index = {key: i for i, key in enumerate(keys) if key is not None}
         return self._workload_index
 
     def workload_json(self, key: str) -> list[Any]:
         """MetaSchedule's JSON of one workload (the table is read once, then served from memory)."""
         if self._workloads_json is None or key not in self._workloads_json:
-            self._workloads_json = {str(entry[0]): entry for entry in (json.loads(l) for _, l in self.workloads.lines())}
+            lines = self.table_lines(self.workloads, None)
+            self._workloads_json = {str(entry[0]): entry for entry in (json.loads(l) for _, l in lines)}
         if key not in self._workloads_json:
             raise DatasetError(f"{self.workloads.tail}: no workload {key}")
         return self._workloads_json[key]
@@ -223,7 +264,8 @@ class PlatformStore:
         key = str(workload_json[0])
         if key not in index:
             self.workloads.append([json.dumps(workload_json, separators=(",", ":"))])
-            index[key] = len(index)
+            index[key] = self._workload_count
+            self._workload_count += 1
         return index[key]
 
     # ---- records -------------------------------------------------------------------------------------------
@@ -249,7 +291,7 @@ class PlatformStore:
     def read_meta(self, report: ReadReport | None = None) -> dict[str, list[dict[str, Any]]]:
         """Metadata per program id (several entries when a program was re-measured), in measurement order."""
         metas: dict[str, list[dict[str, Any]]] = {}
-        for location, line in self.measurements.lines():
+        for location, line in self.table_lines(self.measurements, report):
             try:
                 meta = json.loads(line)
                 metas.setdefault(meta["id"], []).append(meta)
@@ -261,10 +303,10 @@ class PlatformStore:
     def iter_programs(self, report: ReadReport | None = None) -> Iterator[MeasuredProgram]:
         """Every stored measurement in order (re-measurements included), with its metadata joined in."""
         report = report or ReadReport()
-        keys = self.workload_keys()
+        keys = self.workload_keys(report)
         metas = self.read_meta(report)
         seen: Counter = Counter()
-        for location, line in self.records.lines():
+        for location, line in self.table_lines(self.records, report):
             try:
                 workload_index, trace_json, run_secs, _target, args_info = parse_record_line(line)
             except BadRecord as error:
@@ -274,6 +316,9 @@ class PlatformStore:
                 report.skip(location, "corrupt tuning record line")
                 continue
             key = keys[workload_index]
+            if key is None:
+                report.skip(location, LOST_WORKLOAD)
+                continue
             program = MeasuredProgram(key, trace_json, args_info, run_secs)
             entries = metas.get(program.id, [])
             occurrence = seen[program.id]
@@ -302,7 +347,7 @@ class PlatformStore:
     # ---- export / seal -------------------------------------------------------------------------------------
     def seal(self) -> list[Path]:
         """Compress the plain tails into new segments (what gets committed)."""
-        return [s for s in (t.seal() for t in (self.workloads, self.records, self.measurements)) if s]
+        return [s for s in (t.seal() for t in self.tables()) if s]
 
     def export_database(self, work_dir: Path) -> tuple[Path, Path]:
         """Write plain MetaSchedule JSONDatabase files (openable by ``ms.database.JSONDatabase``)."""
@@ -328,8 +373,9 @@ class Dataset:
 
     CATALOGUE = "tasks.json"
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, skip_damaged: bool = False) -> None:
         self.path = Path(path)
+        self.skip_damaged = skip_damaged  # readers from store() skip damaged segments (see PlatformStore)
 
     def platform_ids(self) -> list[str]:
         if not self.path.exists():
@@ -340,7 +386,9 @@ class Dataset:
         if platform_id not in self.platform_ids():
             known = ", ".join(self.platform_ids()) or "none"
             raise DatasetError(f"{self.path}: no platform {platform_id!r} (platforms here: {known})")
-        return PlatformStore.open(self.path / platform_id)
+        store = PlatformStore.open(self.path / platform_id)
+        store.skip_damaged = self.skip_damaged
+        return store
 
     def store_for(self, platform: Platform) -> PlatformStore:
         """The store of ``platform``, created if new. Refuses a folder whose platform.json says otherwise."""
