@@ -129,7 +129,8 @@ def test_records_taken_under_load_are_remeasured(collected, host_platform, tmp_p
                         only_loaded_above=0.1, progress=False)
     assert summary.measured == 4
     latest = loaded.store(host_platform.id).latest_programs()
-    assert len(latest) == 4 and all(p.meta["foreign_load"] < 0.9 for p in latest.values())
+    # The quiet re-measurement wins (a busy CI machine may make it nearly as loaded: it still wins, being newer).
+    assert len(latest) == 4 and all(p.meta["source"] == "remeasure" for p in latest.values())
     assert sum(1 for _ in loaded.store(host_platform.id).records.lines()) == 8  # the loaded timings are kept too
 
 
