@@ -4,7 +4,8 @@
    report a held-out score, and a share of the training tasks), through :func:`tlp.dataset.collect.remeasure`:
    resumable and kill-safe like ``tlp collect``, stored in the dataset under this platform.
 2. Train this platform's head on the training part: a new head starting as a copy of the nearest platform's head,
-   on the shared backbone (frozen, or lightly fine-tuned).
+   on the shared backbone, lightly fine-tuned (0.1x the head's learning rate) or frozen. The few-shot experiment
+   (benchmarks/README.md, "MTL-TLP") found fine-tuning as good or better, and 7 % of the programs enough.
 3. Score the held-out part with the nearest head (what this machine got before) and with its own head, and save
    the model (every packaged head plus this one) where ``TLPCostModel()`` and ``tlp tune`` look first
    (:func:`tlp.models.adapted_model_path`).
@@ -69,7 +70,7 @@ def adapt(
     out: Path,
     train_fraction: float = DEFAULT_TRAIN_FRACTION,
     held_out_fraction: float = DEFAULT_HELD_OUT_FRACTION,
-    freeze_backbone: bool = True,
+    freeze_backbone: bool = False,
     source: str | None = None,
     measure_config: MeasureConfig | None = None,
     progress: bool = True,
