@@ -11,7 +11,7 @@ import pytest
 from tlp.dataset.measure import MeasureConfig
 from tlp.dataset.collect import remeasure, sample_order, sample_tasks, task_quantile
 from tlp.dataset.store import Dataset, DatasetError
-from tlp.features.tensors import MultiPlatformPrograms, load_platforms, load_programs
+from tlp.features.tensors import load_platforms, load_programs
 from tlp.model.estimator import CheckpointError, TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
 from tlp.platform import Platform, TargetError, nearest_platform, parse_target
