@@ -114,7 +114,11 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"    {network}: {row['tasks_measured']}/{row['tasks_in_catalogue']} tasks, "
                      f"{row['valid_records']} valid records")
     for platform_id, p in info["per_platform"].items():
-        lines.append(f"  platform {platform_id}: {p['hardware'].get('cpu_model', p['hardware'])}")
+        # Platforms of one machine differ by target: say which code ran on which CPU.
+        target, hardware = p["target"], p["hardware"]
+        lines.append(f"  platform {platform_id}: {target.get('kind')} mcpu={target.get('mcpu', '-')} "
+                     f"num-cores={target.get('num-cores', '-')} on {hardware.get('cpu_model', hardware)}"
+                     + (f" ({hardware['llvm_cpu']})" if hardware.get("llvm_cpu") else ""))
         lines.append(
             f"    tasks {p['tasks']}, records {p['records']} ({p['valid_records']} valid, {p['failed_records']} failed), "
             f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']}, "
