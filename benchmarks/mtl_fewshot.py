@@ -31,7 +31,7 @@ import numpy as np
 
 from tlp.dataset.collect import sample_tasks
 from tlp.dataset.store import Dataset
-from tlp.evaluation import score_models
+from tlp.evaluation import score_head
 from tlp.features.featurizer import FeatureConfig
 from tlp.features.tensors import MultiPlatformPrograms, load_platforms
 from tlp.model.estimator import TLPModel, TrainConfig
@@ -57,10 +57,7 @@ def target_sample(train: MultiPlatformPrograms, column: int, fraction: float) ->
 
 
 def held_out_scores(model: TLPModel, test: MultiPlatformPrograms, platform_id: str) -> dict[str, float]:
-    programs = test.platform(platform_id)
-    scores = model.predict(programs.traces, [programs.extents.get(k) for k in programs.task_keys],
-                           model.head_index(platform_id))
-    result = score_models(programs, scores, held_out_networks())
+    result = score_head(model, test.platform(platform_id), platform_id, held_out_networks())
     return {"top1": result["top1"], "top5": result["top5"]}
 
 

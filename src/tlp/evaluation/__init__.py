@@ -54,6 +54,12 @@ def score_models(programs: LabeledPrograms, scores: np.ndarray, networks: list[s
     return {**mean, "per_network": per_network}
 
 
+def score_head(model: Any, test: LabeledPrograms, platform_id: str, networks: list[str]) -> dict[str, Any]:
+    """top-k of a TLP model's head for ``platform_id`` on ``test`` (MTL-TLP: each platform is scored by its head)."""
+    scores = model.predict(test.traces, [test.extents.get(k) for k in test.task_keys], model.head_index(platform_id))
+    return score_models(test, np.asarray(scores), networks)
+
+
 def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str], test_networks: list[str],
              seed: int = 0) -> dict[str, Any]:
     """Train the baselines on the training split, score everything on the test split of ``test_networks``."""
@@ -65,9 +71,7 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
         raise DatasetError(f"{dataset.path}: no measured program of the test networks {', '.join(test_networks)}")
     results: dict[str, Any] = {}
     started = time.monotonic()
-    head = model.head_index(platform_id)  # MTL-TLP: the head of the evaluated platform
-    results["tlp"] = score_models(
-        test, model.predict(test.traces, [test.extents.get(k) for k in test.task_keys], head), test_networks)
+    results["tlp"] = score_head(model, test, platform_id, test_networks)
     results["tlp"]["seconds"] = time.monotonic() - started
     for name in baselines:
         started = time.monotonic()

@@ -18,12 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from tlp.dataset.collect import CollectSummary, remeasure
 from tlp.dataset.measure import MeasureConfig
 from tlp.dataset.store import Dataset, DatasetError
-from tlp.evaluation import score_models
+from tlp.evaluation import score_head
 from tlp.features.tensors import MIN_HEAD_PROGRAMS, load_programs
 from tlp.model.estimator import TLPModel
 from tlp.platform import Platform, nearest_platform
@@ -114,10 +112,8 @@ def _held_out_scores(model: TLPModel, test: Any, platform_id: str) -> dict[str, 
     """TenSet top-k of one head on this machine's held-out sample (empty when the sample has no test task)."""
     if not test.traces:
         return {}
-    scores = model.predict(test.traces, [test.extents.get(k) for k in test.task_keys],
-                           model.head_index(platform_id))
     networks = sorted({n for k in set(test.task_keys) for n in test.networks_of(k)} & set(held_out_networks()))
-    result = score_models(test, np.asarray(scores), networks)
+    result = score_head(model, test, platform_id, networks)
     return {"top1": result["top1"], "top5": result["top5"], "per_network": result["per_network"]}
 
 
