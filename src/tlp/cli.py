@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -307,17 +308,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
-                        measure=MeasureConfig(run_timeout_s=args.run_timeout))
+                        measure=MeasureConfig(run_timeout_s=args.run_timeout), dataset=args.dataset)
     # MetaSchedule logs to stdout (and Droplet prints there); stdout is for the report alone.
     with contextlib.redirect_stdout(sys.stderr):
         report = tune(tunable, target, work_dir, config)
     print(json.dumps(report, indent=1) if args.json else format_report(report))
+    if report.get("dataset") and not args.json:
+        added = report["dataset"]
+        print(f"dataset {added['path']}: {added['imported']} new programs under {added['platform']} "
+              f"({added['already_present']} already there)")
+    if report.get("numerics") and not report["numerics"]["ok"]:
+        failed = [o["name"] for o in report["numerics"]["outputs"] if not o["ok"]]
+        print(f"tlp: error: {tunable.name}: NUMERICS FAILED: the compiled model's {', '.join(failed) or 'outputs'} "
+              "differ from PyTorch eager beyond tolerance (see the report)", file=sys.stderr)
+        return 1
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tlp", description="TLP: learned cost models for TVM MetaSchedule")
     parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own log lines")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error, not only its line")
     verbs = parser.add_subparsers(dest="verb", required=True)
 
     workloads = verbs.add_parser("workloads", help="the workload zoo").add_subparsers(dest="action", required=True)
@@ -438,9 +449,13 @@ def build_parser() -> argparse.ArgumentParser:
                            help="Droplet coordinate descent on each task's best program after the search")
     tune_verb.add_argument("--post-optimization-trials", type=int, default=100, help="Droplet trials per task")
     tune_verb.add_argument("--work-dir", help="tuning database and outputs (default runs/tune/SOURCE-MODEL)")
+    tune_verb.add_argument("--dataset", help="append every measured candidate to this dataset, under this machine's "
+                                             "platform (origin: search round and cost model; duplicates skipped)")
     tune_verb.add_argument("--run-timeout", type=float, default=10.0)
     tune_verb.add_argument("--seed", type=int, default=1)
     tune_verb.add_argument("--json", action="store_true")
+    tune_verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                           help="print the traceback of an error, not only its line (as `tlp --debug`)")
     _add_target_args(tune_verb)
     tune_verb.set_defaults(func=cmd_tune)
 
@@ -494,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TLPError as error:
+        if args.debug:
+            traceback.print_exception(error)
         print(f"tlp: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from tlp._tvm import ms, tvm
+from tlp.search.compile_check import compile_error, compile_network
+from tlp.search.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
 from tlp.search.sources import Tunable
 
 
@@ -61,18 +63,33 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         return {"compiled": written}
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
-    executable = ms.relax_integration.compile_relax(database, tunable.relax_mod, target, params=None)
+    try:
+        executable = compile_network(tunable, target, database)
+    except Exception as error:  # pylint: disable=broad-except  # TVM raises many error types here
+        raise compile_error(tunable, target, error, "compile with the tuned schedules",
+                            f"the tuned database in {work_dir} is kept: re-run with --work-dir {work_dir} to reuse it "
+                            "(measured trials count against --trials), or compile it yourself with "
+                            f"ms.database.JSONDatabase(work_dir='{work_dir}')") from error
     path = work_dir / "compiled.so"
     executable.export_library(str(path))
     device = tvm.cpu()
     machine = relax.VirtualMachine(executable, device)
     arguments = [tvm.runtime.tensor(a, device) for a in tunable.inputs + tunable.params]
+    numerics = None
+    if tunable.torch_module is not None:
+        compiled = vm_outputs(machine["main"](*arguments))
+        reference = torch_outputs(tunable.torch_module, tunable.torch_inputs)
+        names = tunable.output_names or [f"output{i}" for i in range(len(reference))]
+        numerics = compare_outputs(names, compiled, reference)
     evaluator = machine.time_evaluator("main", device, number=1, repeat=20, min_repeat_ms=200)
     latency = float(np.median(evaluator(*arguments).results))
     threads = int(target_json.get("num-cores", 1))
     eager = torch_eager_latency(tunable, threads)
-    return {"compiled": [str(path)], "end_to_end_s": latency, "torch_eager_s": eager,
-            "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads}
+    result = {"compiled": [str(path)], "end_to_end_s": latency, "torch_eager_s": eager,
+              "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads}
+    if numerics is not None:
+        result["numerics"] = numerics
+    return result
 
 
 def curve_points(history_path: Path, weights: list[int]) -> list[tuple[int, float, float]]:
@@ -135,6 +152,10 @@ def format_report(report: dict[str, Any]) -> str:
         if report.get("torch_eager_s"):
             lines.append(f"PyTorch eager ({report['threads']} threads): {report['torch_eager_s'] * 1e3:.3f} ms "
                          f"-> {report['speedup_vs_torch']:.2f}x")
+    if report.get("numerics"):
+        lines.extend(format_numerics(report["numerics"]))
+    for note in report.get("import_notes", []):
+        lines.append(f"import: {note}")
     head = report.get("cost_model_head")
     if head and head.get("platform"):
         lines.append(f"TLP head: {head['platform']}" + ("" if head["exact"] else

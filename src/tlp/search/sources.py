@@ -14,16 +14,18 @@ PyTorch ones keep the module to compare with eager PyTorch.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tlp import TLPError
+from tlp import StageError, TLPError, one_line
 from tlp._tvm import tvm
 from tlp.workloads import UnknownWorkloadError, expand_names, load_tasks
-from tlp.workloads.extract import relax_module_from_torch, tasks_from_relax
+from tlp.workloads.extract import import_torch, tasks_from_relax
+from tlp.workloads.rewrites import rewrite_bool_ops
 from tlp.workloads.task import Task
 
 
@@ -40,8 +42,10 @@ class Tunable:
     relax_mod: Any = None  # Relax IRModule with parameters as inputs (networks)
     params: list[Any] = field(default_factory=list)  # parameter values, in the order of main's parameters
     inputs: list[Any] = field(default_factory=list)  # example inputs as numpy arrays
-    torch_module: Any = None
+    torch_module: Any = None  # returns a tuple of tensors (tlp.workloads.exportable): the numerics reference
     torch_inputs: tuple[Any, ...] = ()
+    output_names: list[str] = field(default_factory=list)  # names of the network's outputs, in order
+    notes: list[str] = field(default_factory=list)  # what the import changed (dropped outputs, rewritten ops)
 
     @property
     def is_network(self) -> bool:
@@ -60,8 +64,7 @@ class Tunable:
         ranked = sorted(range(len(self.tasks)), key=lambda i: self.tasks[i].weight * self.tasks[i].flops,
                         reverse=True)[:count]
         kept = [self.tasks[i] for i in sorted(ranked)]  # keep extraction order
-        return Tunable(f"{self.name}-top{count}", kept, self.relax_mod, self.params, self.inputs, self.torch_module,
-                       self.torch_inputs)
+        return dataclasses.replace(self, name=f"{self.name}-top{count}", tasks=kept)
 
 
 def resolve(spec: str, target: dict[str, Any]) -> Tunable:
@@ -141,12 +144,16 @@ def _single_task(name: str, mod: Any) -> Task:
 def _from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: dict[str, Any]) -> Tunable:
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
-    mod = relax_module_from_torch(module, example_inputs)
-    mod, params = relax.frontend.detach_params(mod)
+    imported = import_torch(module, example_inputs, name)
+    mod, params = relax.frontend.detach_params(imported.mod)
+    notes = list(imported.exportable.dropped)
+    if imported.rewrites:
+        notes.append("bool ops TVM cannot compile rewritten on int8: "
+                     + ", ".join(f"{op} x{count}" for op, count in sorted(imported.rewrites.items())))
     return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod,
                    params=[p.numpy() for p in params.get("main", [])],
-                   inputs=[t.detach().numpy() for t in example_inputs], torch_module=module,
-                   torch_inputs=example_inputs)
+                   inputs=[t.detach().numpy() for t in example_inputs], torch_module=imported.exportable.module,
+                   torch_inputs=example_inputs, output_names=imported.exportable.output_names, notes=notes)
 
 
 def _from_onnx(path: Path, target: dict[str, Any]) -> Tunable:
@@ -177,10 +184,15 @@ def _from_onnx(path: Path, target: dict[str, Any]) -> Tunable:
     try:
         mod = from_onnx(graph, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
     except Exception as error:  # pylint: disable=broad-except  # unsupported ops surface as many error types
-        raise SourceError(f"{path}: the ONNX importer failed ({type(error).__name__}: {error})") from None
+        raise StageError(path.name, "ONNX import", one_line(error),
+                         "the op named above is not supported by TVM's ONNX frontend: re-export the model without it "
+                         "(another opset) or tune the PyTorch module") from error
+    mod, rewrites = rewrite_bool_ops(mod)
     mod, params = relax.frontend.detach_params(mod)
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(shapes[n]).astype(dtypes[n]) if dtypes[n].startswith("float")
               else np.zeros(shapes[n], dtype=dtypes[n]) for n in shapes]
+    notes = ["bool ops TVM cannot compile rewritten on int8: "
+             + ", ".join(f"{op} x{count}" for op, count in sorted(rewrites.items()))] if rewrites else []
     return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod,
-                   params=[p.numpy() for p in params.get("main", [])], inputs=inputs)
+                   params=[p.numpy() for p in params.get("main", [])], inputs=inputs, notes=notes)

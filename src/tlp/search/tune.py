@@ -24,7 +24,10 @@ from tlp import TLPError
 from tlp._tvm import alloc_arguments_local, ms, tvm
 from tvm.ir.utils import derived_object
 from tlp.dataset.measure import MeasureConfig, Measurer
-from tlp.dataset.store import mean_latency
+from tlp.dataset.store import Dataset, mean_latency
+from tlp.dataset.tuning import OriginLog, add_tuning_run
+from tlp.platform import Platform, parse_target
+from tlp.search.compile_check import check_compiles
 from tlp.search.sources import Tunable
 
 COST_MODELS = ("tlp", "xgb", "mlp", "random")
@@ -47,6 +50,7 @@ class TuneConfig:
     seed: int = 1
     population: int = 2048  # evolutionary search population (MetaSchedule's default)
     compile: bool = True  # compile the result (and time networks end to end) for the report
+    dataset: str | None = None  # append every measured candidate to this dataset (tlp.dataset.tuning)
     measure: MeasureConfig = field(default_factory=MeasureConfig)
 
 
@@ -177,10 +181,15 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     stop = {"requested": False}
     interrupted = False
     started = time.monotonic()
+    cost_model = None  # a re-run with the budget already spent builds none
+    if remaining > 0 and config.compile:
+        check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
     if remaining > 0:
         measurer = Measurer(target_json, config.measure)
         progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best, stop)
-        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
+        # OriginLog after AddToDatabase: which programs each batch measured, in which round, guided by which model.
+        origin_log = OriginLog(work_dir, tunable.tasks, config.cost_model)
+        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [origin_log, progress]
         cost_model = make_cost_model(config, target_json)
         weights = [float(t.weight) for t in tunable.tasks]
         # The task scheduler's budgets are per run: what earlier runs measured is already spent.
@@ -214,6 +223,10 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         # How much of this run's wall time the TLP model took (reading traces, featurizing, its network).
         report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
         report["candidates_scored"] = cost_model.candidates_scored
+    if config.dataset:  # also after an interruption: what was measured is worth keeping
+        added = add_tuning_run(Dataset(config.dataset), work_dir, Platform.host(parse_target(target_json)), tunable.tasks,
+                               network=Path(tunable.name).name)
+        report["dataset"] = {"path": config.dataset, **asdict(added)}
     (work_dir / "report.json").write_text(json.dumps(report, indent=1))
     if interrupted:
         raise TuneInterrupted(f"interrupted; {work_dir} keeps every measured trial (re-run to continue)")
@@ -280,6 +293,8 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
         "trials": sum(counts), "wall_s": round(wall_s, 1),
         "tasks": [{**asdict(t), "gflops": t.gflops} for t in tasks],
     }
+    if tunable.notes:
+        report["import_notes"] = list(tunable.notes)  # e.g. a KV cache dropped for export, bool ops rewritten
     if all(t.best_latency_s for t in tasks):
         report["tasks_latency_s"] = sum(t.weight * t.best_latency_s for t in tasks)
     if config.compile:

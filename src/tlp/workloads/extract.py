@@ -1,7 +1,9 @@
 """PyTorch module -> MetaSchedule tasks, the way TVM's Relax flow does it, with an on-disk cache.
 
-``torch.export`` -> ``relax.frontend.torch.from_exported_program`` -> ``relax.get_pipeline("zero")`` (legalize and
-fuse: without it there are no TIR functions, hence no tasks) -> ``meta_schedule.relax_integration.extract_tasks``.
+``torch.export`` (of the module's tensor outputs, :mod:`tlp.workloads.exportable`) ->
+``relax.frontend.torch.from_exported_program`` -> bool ops TVM cannot compile rewritten (:mod:`tlp.workloads.rewrites`)
+-> ``relax.get_pipeline("zero")`` (legalize and fuse: without it there are no TIR functions, hence no tasks) ->
+``meta_schedule.relax_integration.extract_tasks``.
 Extraction of a large network takes tens of seconds on 2 cores, so results are cached per network, TVM version
 and network source.
 """
@@ -14,9 +16,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from tlp import StageError, TLPError, one_line
 from tlp._tvm import ms, tvm
+from tlp.workloads.exportable import Exportable, make_exportable
+from tlp.workloads.rewrites import rewrite_bool_ops
 from tlp.workloads.task import Task
 
 
@@ -25,14 +31,48 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TLP_CACHE_DIR", Path.home() / ".cache" / "tlp")) / "tasks"
 
 
-def relax_module_from_torch(module: "Any", example_inputs: tuple[Any, ...]) -> "tvm.IRModule":
-    """Export a PyTorch module and import it into Relax (weights are not needed to get the tasks)."""
+@dataclass
+class ImportedTorch:
+    """A PyTorch module imported into Relax, with what the import changed (see :mod:`tlp.workloads.exportable`)."""
+
+    mod: "tvm.IRModule"  # parameters as inputs, bool ops TVM cannot compile rewritten
+    exportable: Exportable  # the module actually exported (tensor outputs only): PyTorch's reference
+    rewrites: dict[str, int]  # op name -> bool ops rewritten (tlp.workloads.rewrites)
+
+
+def import_torch(module: "Any", example_inputs: tuple[Any, ...], name: str | None = None) -> ImportedTorch:
+    """Export a PyTorch module and import it into Relax; export/import failures are one-line :class:`StageError`."""
     import torch  # pylint: disable=import-outside-toplevel
     from tvm.relax.frontend.torch import from_exported_program  # pylint: disable=import-outside-toplevel
 
-    with torch.no_grad():
-        exported = torch.export.export(module.eval(), example_inputs)
-    return from_exported_program(exported, keep_params_as_input=True)
+    name = name or type(module).__name__
+    try:
+        exportable = make_exportable(module, example_inputs)
+    except TLPError:
+        raise
+    except Exception as error:  # pylint: disable=broad-except  # any failure of user code is reported the same way
+        raise StageError(name, "eager run", one_line(error),
+                         "check that model(*example_inputs) runs in PyTorch (shapes and dtypes of the inputs)") from error
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(exportable.module, example_inputs)
+    except Exception as error:  # pylint: disable=broad-except
+        raise StageError(name, "torch.export", one_line(error),
+                         "make the forward exportable (no data-dependent Python control flow, tensors in and out); "
+                         "--debug shows torch.export's traceback") from error
+    try:
+        mod = from_exported_program(exported, keep_params_as_input=True)
+    except Exception as error:  # pylint: disable=broad-except  # unsupported ops surface as many error types
+        raise StageError(name, "Relax import", one_line(error),
+                         "the op named above is not supported by TVM's PyTorch frontend: replace it in the model "
+                         "or export to ONNX and tune the .onnx file") from error
+    mod, rewrites = rewrite_bool_ops(mod)
+    return ImportedTorch(mod, exportable, rewrites)
+
+
+def relax_module_from_torch(module: "Any", example_inputs: tuple[Any, ...]) -> "tvm.IRModule":
+    """Export a PyTorch module and import it into Relax (weights are not needed to get the tasks)."""
+    return import_torch(module, example_inputs).mod
 
 
 def tasks_from_relax(mod: "tvm.IRModule", target: dict[str, Any], network: str) -> list[Task]:
