@@ -17,13 +17,13 @@ class StageError(TLPError):
 
 
 def one_line(error: BaseException, limit: int = 300) -> str:
-    """An exception as one short line: TVM's and torch's messages span many lines, the telling one is usually last
-    among those that are not stack frames."""
+    """An exception as one short line: TVM's and torch's messages span many lines; keep TVM's ``Check failed`` line
+    when there is one, else the first lines that are not stack frames."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     telling = [line for line in lines if not line.startswith(("File ", "at ", "^", "Stack trace", "[bt]", "0:", "1:"))
                and not line[:3].strip().rstrip(":").isdigit()]
-    checks = [line for line in telling if "Check failed" in line or "Error" in line]
-    text = (checks or telling or lines or [""])[-1 if checks else 0]
+    checks = [line for line in telling if "Check failed" in line]
+    text = checks[-1] if checks else " ".join(telling[:3] or lines[:1])  # e.g. LLVM's verifier: 3 short lines
     text = f"{type(error).__name__}: {text}" if type(error).__name__ not in text else text
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
