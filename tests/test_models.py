@@ -146,3 +146,20 @@ def test_cli_tune_json_carries_the_numerics(tmp_path):
     report = json.loads(run.stdout)
     assert report["numerics"]["ok"] and report["numerics"]["outputs"][0]["name"] == "last_hidden_state"
     assert any("use_cache=False" in note for note in report["import_notes"])
+
+
+def test_non_tensor_outputs_are_dropped_and_named():
+    import torch
+
+    from tlp.workloads.exportable import make_exportable
+
+    class Mixed(torch.nn.Module):
+        def forward(self, x):
+            return {"hidden": x * 2, "extras": (x + 1, "label", None), "count": 3}
+
+    x = torch.ones(2, 3)
+    exportable = make_exportable(Mixed(), (x,))
+    assert exportable.output_names == ["hidden", "extras[0]"]
+    assert exportable.dropped == ["output extras[1] (str): not a tensor", "output count (int): not a tensor"]
+    hidden, extra = exportable.module(x)
+    assert torch.equal(hidden, x * 2) and torch.equal(extra, x + 1)

@@ -82,7 +82,7 @@ def resolve(spec: str, target: dict[str, Any]) -> Tunable:
 
     if len(names) == 1 and names[0] in _networks():
         network = _networks()[names[0]]
-        return _from_torch(names[0], network.build(), network.example_inputs(), target)
+        return from_torch(names[0], network.build(), network.example_inputs(), target)
     return Tunable(spec, load_tasks([spec], target))
 
 
@@ -115,7 +115,7 @@ def _from_python(path: Path, attribute: str | None, target: dict[str, Any]) -> T
             inputs = getattr(module, "example_inputs", None)
             if inputs is None:
                 raise SourceError(f"{path}: PyTorch module {name!r} needs `example_inputs` (a tuple of tensors)")
-            return _from_torch(path.stem, value, tuple(inputs() if callable(inputs) else inputs), target)
+            return from_torch(path.stem, value, tuple(inputs() if callable(inputs) else inputs), target)
     for name, value in candidates:
         if isinstance(value, (tvm.IRModule, tirx.PrimFunc)):
             mod = value if isinstance(value, tvm.IRModule) else tvm.IRModule({"main": value})
@@ -141,7 +141,8 @@ def _single_task(name: str, mod: Any) -> Task:
 
 
 # ---- networks ----------------------------------------------------------------------------------------------
-def _from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: dict[str, Any]) -> Tunable:
+def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: dict[str, Any]) -> Tunable:
+    """A PyTorch module and its example inputs as a network to tune (export, import, tasks; see ``import_torch``)."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
     imported = import_torch(module, example_inputs, name)
