@@ -1,6 +1,7 @@
 """Measured datasets: collection on real MetaSchedule builders/runners, storage, import, summaries.
 
-Public entry: :func:`collect` (and :func:`remeasure`) fill a :class:`Dataset`; :func:`dataset_info` summarizes it.
+Public entry: :func:`collect` (and :func:`remeasure`) fill a :class:`Dataset`, :func:`add_tuning_run` adds a tuning
+run's measurements; :func:`dataset_info` summarizes it.
 """
 
 from tlp.dataset.collect import CollectPlan, collect, remeasure
@@ -8,6 +9,7 @@ from tlp.dataset.info import dataset_info
 from tlp.dataset.measure import MeasureConfig, RPCSettings
 from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore
 from tlp.dataset.table import DamagedSegment
+from tlp.dataset.tuning import add_tuning_run
 
 __all__ = ["CollectPlan", "collect", "remeasure", "dataset_info", "MeasureConfig", "RPCSettings", "Dataset",
-           "DatasetError", "DamagedSegment", "MeasuredProgram", "PlatformStore"]
+           "DatasetError", "DamagedSegment", "MeasuredProgram", "PlatformStore", "add_tuning_run"]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tlp._tvm import ms
+from tlp.dataset.sampler import program_hash
 from tlp.dataset.store import BadRecord, Dataset, DatasetError, MeasuredProgram, ReadReport, parse_record_line
 from tlp.platform import Platform
-from tlp.workloads.task import flop_count
+from tlp.workloads.task import Task, flop_count
 
 
 @dataclass
@@ -34,11 +36,20 @@ def import_work_dir(
     work_dir: Path,
     network: str | None = None,
     hardware: dict[str, Any] | None = None,
+    platform: Platform | None = None,
+    origin_of: Callable[[str], dict[str, Any]] | None = None,
+    tasks: list[Task] | None = None,
 ) -> ImportSummary:
     """Import a MetaSchedule work directory into ``dataset``.
 
     The platform's target is read from the records; the hardware is what the caller says it is (``hardware``),
-    because a log file does not say which machine measured it.
+    because a log file does not say which machine measured it. A caller that knows the platform (``tlp tune``
+    measured here) passes ``platform``; the records' target must then be its target.
+    ``origin_of(program id)`` gives a program's metadata (default ``{"source": "import"}``; a ``program_hash`` in
+    it is taken as the program's, else the trace is replayed to find it); ``tasks``, when given, are
+    catalogued with their own names, networks and weights instead of names guessed from the workloads.
+    A program is new unless the platform holds its trace or, for its workload, the same scheduled IR (program
+    hash); every new program's hash is stored, so that later collections and imports recognise it too.
     """
     work_dir = Path(work_dir)
     workload_file = work_dir / "database_workload.json"
@@ -71,6 +82,8 @@ def import_work_dir(
             report.skip(location, "record of a corrupt workload")
             continue
         program = MeasuredProgram(str(workload[0]), trace_json, args_info, run_secs, meta={"source": "import"})
+        if origin_of is not None:
+            program.meta = dict(origin_of(program.id))
         if run_secs is not None and program.latency is None:
             report.skip(location, "invalid latency (NaN, inf, non-positive or failure marker) stored as failure")
         if program.latency is None:
@@ -82,18 +95,36 @@ def import_work_dir(
     targets = {json.dumps(t, sort_keys=True) for _, _, t in parsed}
     if len(targets) > 1:
         raise DatasetError(f"{record_file}: records of {len(targets)} different targets; import them separately")
-    platform = Platform(target=_normalize_target(parsed[0][2]), hardware=hardware or {"description": "unknown"})
+    records_target = _normalize_target(parsed[0][2])
+    if platform is None:
+        platform = Platform(target=records_target, hardware=hardware or {"description": "unknown"})
+    elif _normalize_target(platform.target) != records_target:
+        raise DatasetError(f"{record_file}: records are for target {json.dumps(records_target)}, not platform "
+                           f"{platform.id}'s {json.dumps(platform.target)}")
     store = dataset.store_for(platform)
     summary = ImportSummary(platform=platform.id)
     network = network or work_dir.resolve().name
     with store:
-        present = set(store.latest_programs())
+        stored = store.latest_programs()
+        present = set(stored)
+        hashes_present = {(p.workload_key, p.meta["program_hash"]) for p in stored.values()
+                          if p.meta.get("program_hash")}
         catalogue_entries, added_workloads = [], set()
         new_programs = []
         for workload, program, _ in parsed:
             if program.id in present:
                 summary.already_present += 1
                 continue
+            try:
+                phash = program.meta.get("program_hash") or replayed_program_hash(workload, program)
+            except Exception:  # pylint: disable=broad-except  # TVM raises many error types for a bad trace
+                report.skip(f"{record_file}: {program.id}", "trace does not replay on its workload")
+                continue
+            if (program.workload_key, phash) in hashes_present:
+                summary.already_present += 1  # the same scheduled program, reached by another trace
+                continue
+            program.meta["program_hash"] = phash
+            hashes_present.add((program.workload_key, phash))
             key = str(workload[0])
             if key not in added_workloads:
                 store.add_workload(workload)
@@ -108,10 +139,42 @@ def import_work_dir(
         store.seal()
         summary.workloads = len(added_workloads)
         summary.imported = len(new_programs)
+    if tasks is not None:
+        catalogue_entries = [(t.key, t.name, t.network or network, t.weight, t.flops) for t in tasks]
     dataset.register_tasks(catalogue_entries)
     summary.skipped = dict(report.skipped)
     summary.examples = report.examples
     return summary
+
+
+def replayed_program_hash(workload_json: list[Any], program: MeasuredProgram) -> str:
+    """The program hash (:func:`tlp.dataset.sampler.program_hash`) of a stored record: its trace replayed."""
+    workload = _workload(json.dumps(workload_json))
+    trace = _with_bool_annotations(program.trace_json)
+    record = ms.database.TuningRecord.from_json([trace, None, None, program.args_info], workload)
+    return program_hash(record.as_measure_candidate())
+
+
+# MetaSchedule's JSONDatabase writes the boolean value of this annotation as 1; replayed as written, the IR says
+# ``1`` where the measured candidate said ``True`` and the program hash differs from the one collection computed.
+_BOOL_ANNOTATIONS = {"meta_schedule.layout_rewrite_preproc"}
+
+
+def _with_bool_annotations(trace_json: Any) -> Any:
+    """``trace_json`` with the boolean annotations a database file turned into integers turned back."""
+    try:
+        insts, decisions = trace_json
+        fixed = [[kind, [inputs[0], bool(inputs[1])], attrs, outputs]
+                 if kind == "Annotate" and attrs and attrs[0] in _BOOL_ANNOTATIONS and type(inputs[1]) is int
+                 else [kind, inputs, attrs, outputs] for kind, inputs, attrs, outputs in insts]
+    except (TypeError, ValueError, IndexError):
+        return trace_json  # not a trace this function understands: replay it as it is
+    return [fixed, decisions]
+
+
+@lru_cache(maxsize=64)
+def _workload(workload_text: str) -> Any:
+    return ms.database.Workload.from_json(json.loads(workload_text))
 
 
 def _normalize_target(target: Any) -> dict[str, Any]:

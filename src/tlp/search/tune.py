@@ -224,8 +224,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
         report["candidates_scored"] = cost_model.candidates_scored
     if config.dataset:  # also after an interruption: what was measured is worth keeping
-        added = add_tuning_run(Dataset(config.dataset), work_dir, Platform.host(parse_target(target_json)), tunable.tasks,
-                               network=Path(tunable.name).name)
+        platform = Platform.host(parse_target(target_json))
+        added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks, Path(tunable.name).name)
         report["dataset"] = {"path": config.dataset, **asdict(added)}
     (work_dir / "report.json").write_text(json.dumps(report, indent=1))
     if interrupted:

@@ -1,0 +1,80 @@
+"""Tuning feeds the dataset: `tlp tune --dataset D` and `tlp.dataset.add_tuning_run`, on a real tiny search."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import TLP
+from tlp.dataset import Dataset, add_tuning_run
+from tlp.dataset.importer import replayed_program_hash
+
+TRIALS = 8
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A real `tlp tune` of a 64x64x64 dense (two search rounds of 4, XGBoost-guided) feeding a fresh dataset."""
+    root = tmp_path_factory.mktemp("tune_dataset")
+    work_dir, dataset = root / "run", root / "dataset"
+    command = TLP + ["tune", "dense_64x64x64", "--trials", str(TRIALS), "--trials-per-iter", "4", "--population",
+                     "64", "--cost-model", "xgb", "--work-dir", str(work_dir), "--dataset", str(dataset), "--json"]
+    first = subprocess.run(command, capture_output=True, text=True, check=True)
+    return command, work_dir, dataset, json.loads(first.stdout)
+
+
+def _record_lines(dataset, platform_id):
+    return sum(1 for _ in Dataset(dataset).store(platform_id).records.lines())
+
+
+def test_every_measured_candidate_lands_with_its_origin(tuned, host_platform):
+    _, _, dataset, report = tuned
+    added = report["dataset"]
+    assert added["platform"] == host_platform.id  # the platform tuned: this machine, the host target
+    assert added["imported"] == TRIALS and added["already_present"] == 0
+    store = Dataset(dataset).store(host_platform.id)
+    programs = list(store.iter_programs())
+    assert len(programs) == TRIALS and len({p.id for p in programs}) == TRIALS
+    assert all(p.meta["source"] == "search" and p.meta["cost_model"] == "xgb" for p in programs)
+    assert sorted(p.meta["round"] for p in programs) == [0] * 4 + [1] * 4  # the search's first and second round
+    for program in programs:  # the logged hash of the candidate is the hash of the stored trace, replayed
+        assert program.meta["program_hash"] == replayed_program_hash(store.workload_json(program.workload_key),
+                                                                     program)
+    assert sum(p.latency is not None for p in programs) >= TRIALS - 1
+    catalogue = Dataset(dataset).catalogue()  # keyed and named as `tlp collect` keys the same operator
+    (key, entry), = catalogue.items()
+    assert key == programs[0].workload_key and entry["name"] == "dense_64x64x64"
+    assert entry["networks"] == {"op:dense": 1}
+
+
+def test_rerunning_or_reimporting_appends_nothing(tuned, host_platform):
+    command, work_dir, dataset, _ = tuned
+    again = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    assert again["dataset"]["imported"] == 0 and again["dataset"]["already_present"] == TRIALS
+    imported = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(dataset),
+                                     "--measured-here"], capture_output=True, text=True, check=True)
+    assert json.loads(imported.stdout)["imported"] == 0
+    assert json.loads(imported.stdout)["platform"] == host_platform.id  # the same platform as --measured-here
+    assert _record_lines(dataset, host_platform.id) == TRIALS
+    assert subprocess.run(TLP + ["dataset", "verify", str(dataset)], capture_output=True).returncode == 0
+
+
+def test_the_same_program_by_another_trace_is_not_stored_twice(tuned, host_platform, tmp_path):
+    """Duplicates are found by program hash: a trace with an extra no-op instruction schedules the same IR."""
+    _, work_dir, dataset, _ = tuned
+    copy = tmp_path / "other_run"
+    copy.mkdir()
+    shutil.copy(work_dir / "database_workload.json", copy)
+    lines = []
+    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
+        index, (trace, run_secs, target, args_info) = json.loads(line)
+        insts = trace[0]
+        at = next(i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc")
+        trace = [insts[: at + 1] + [insts[at]] + insts[at + 1:], trace[1]]  # EnterPostproc twice: same program
+        lines.append(json.dumps([index, [trace, run_secs, target, args_info]]))
+    (copy / "database_tuning_record.json").write_text("\n".join(lines) + "\n")
+    summary = add_tuning_run(Dataset(dataset), copy)  # no origins.jsonl: the traces are replayed to hash them
+    assert summary.platform == host_platform.id
+    assert summary.imported == 0 and summary.already_present == TRIALS
+    assert _record_lines(dataset, host_platform.id) == TRIALS
