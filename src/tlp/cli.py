@@ -123,12 +123,32 @@ def cmd_dataset_compare(args: argparse.Namespace) -> int:
 def cmd_dataset_import(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.importer import import_work_dir
-    from tlp.dataset.store import Dataset
+    from tlp.dataset.store import Dataset, DatasetError
     from tlp.platform import host_fingerprint
 
+    if args.format == "ansor":
+        return _import_ansor(args)
+    if len(args.work_dir) != 1 or args.task_weights:
+        raise DatasetError("tlp dataset import: one MetaSchedule work directory at a time (several files or folders "
+                           "and --task-weights are for --format ansor)")
     hardware = host_fingerprint() if args.measured_here else {"description": args.hardware or "unknown"}
-    summary = import_work_dir(Dataset(args.dataset), Path(args.work_dir), args.network, hardware)
+    summary = import_work_dir(Dataset(args.dataset), Path(args.work_dir[0]), args.network, hardware)
     print(json.dumps(summary.__dict__, indent=1))
+    return 0
+
+
+def _import_ansor(args: argparse.Namespace) -> int:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.ansor import import_ansor, load_task_weights
+    from tlp.dataset.store import Dataset, DatasetError
+
+    if args.measured_here:
+        raise DatasetError("--measured-here: Ansor records come from another TVM; describe their machine with "
+                           "--hardware instead")
+    weights = load_task_weights(Path(args.task_weights)) if args.task_weights else None
+    summary = import_ansor(Dataset(args.dataset), args.work_dir, weights, args.network, args.hardware,
+                           progress=not args.quiet)
+    print(json.dumps(summary.to_json(), indent=1))
     return 0
 
 
@@ -146,7 +166,13 @@ def cmd_dataset_seal(args: argparse.Namespace) -> int:
 def cmd_dataset_export(args: argparse.Namespace) -> int:
     from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
 
-    workloads, records = Dataset(args.path).store(args.platform).export_database(Path(args.out))
+    from tlp.dataset.store import DatasetError  # pylint: disable=import-outside-toplevel
+
+    store = Dataset(args.path).store(args.platform)
+    if store.platform.record_format != "metaschedule":
+        raise DatasetError(f"{args.platform} holds {store.platform.record_format} records (schedule steps), not "
+                           "MetaSchedule traces: there is no MetaSchedule database to export")
+    workloads, records = store.export_database(Path(args.out))
     print(f"wrote {workloads} and {records} (open with ms.database.JSONDatabase(work_dir={args.out!r}))")
     return 0
 
@@ -182,13 +208,16 @@ def _platform_of(dataset: Any, requested: str | None) -> str:
 
 def cmd_features(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
-    from tlp.dataset.store import Dataset
+    from tlp.dataset.store import Dataset, DatasetError
     from tlp.features.featurizer import FeatureConfig
     from tlp.features.report import feature_report, format_feature_report
     from tlp.features.tensors import load_programs
 
     dataset = Dataset(args.dataset)
     programs = load_programs(dataset, _platform_of(dataset, args.platform))
+    if programs.record_format != "metaschedule":
+        raise DatasetError(f"tlp features reports on MetaSchedule traces; this platform holds {programs.record_format} "
+                           "records")
     report = feature_report(programs, FeatureConfig(seq_len=args.seq_len))
     print(json.dumps(report, indent=1) if args.json else format_feature_report(report))
     return 0
@@ -209,12 +238,22 @@ def _train_platforms(dataset: Any, args: argparse.Namespace) -> list[str]:
     return wanted
 
 
+def _feature_config(dataset: Any, platform_id: str, record_format: str, seq_len: int | None) -> Any:
+    """What the dataset's records need: trace rows (default 80 long) or the paper's Ansor step rows."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.features.ansor_steps import AnsorStepConfig
+    from tlp.features.featurizer import FeatureConfig
+
+    if record_format == "ansor":
+        return AnsorStepConfig.paper(str(dataset.store(platform_id).platform.target.get("kind")), seq_len)
+    return FeatureConfig(seq_len=seq_len or 80)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     import hashlib
 
     from tlp.dataset.store import Dataset, DatasetError
-    from tlp.features.featurizer import FeatureConfig
     from tlp.features.tensors import load_platforms
     from tlp.model.estimator import TLPModel, TrainConfig
     from tlp.model.network import ModelConfig
@@ -223,19 +262,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     dataset = Dataset(args.dataset)
     platform_ids = _train_platforms(dataset, args)
     programs = load_platforms(dataset, platform_ids, args.min_head_programs)
-    train, test = programs.split_by_network(set(held_out_networks()))
+    held_out = args.held_out.split(",") if args.held_out else held_out_networks()
+    train, test = programs.split_by_network(set(held_out))
     if len(set(train.task_keys)) < 2:
         raise DatasetError(f"{args.dataset}: fewer than 2 trainable tasks outside the held-out networks")
     digest = hashlib.sha1()
     for platform_id in platform_ids:
         for _, line in dataset.store(platform_id).records.lines():
             digest.update(line.encode())
-    model = TLPModel(FeatureConfig(seq_len=args.seq_len), ModelConfig(arch=args.arch, hidden=args.hidden),
+    model = TLPModel(_feature_config(dataset, platform_ids[0], programs.record_format, args.seq_len),
+                     ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
     history = model.fit(train, progress=not args.quiet)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
                        "platform_info": {p: dataset.store(p).platform.to_json() for p in platform_ids},
-                       "held_out_networks": held_out_networks(), "skipped": dict(programs.skipped),
+                       "held_out_networks": held_out, "skipped": dict(programs.skipped),
                        "test_programs_excluded": len(test.traces)})
     model.save(args.out)
     print(json.dumps({"out": args.out, "heads": model.platforms, "best_epoch": history.best_epoch,
@@ -255,8 +296,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model = TLPModel.load(model_path(args.model))
     dataset = Dataset(args.dataset)
     platform_id = _platform_of(dataset, args.platform or (model.meta.get("platforms") or [None])[0])
-    baselines = [b for b in args.baselines.split(",") if b]
-    networks = args.networks.split(",") if args.networks else held_out_networks()
+    ansor = dataset.store(platform_id).platform.record_format == "ansor"
+    # MetaSchedule's XGBoost/MLP read MetaSchedule features; Ansor records have none (evaluate() says so if asked).
+    baselines = [b for b in (args.baselines or ("random" if ansor else "xgb,mlp")).split(",") if b]
+    networks = args.networks.split(",") if args.networks else (
+        model.meta.get("held_out_networks") if ansor else None) or held_out_networks()
     results = evaluate(dataset, platform_id, model, baselines + ["random"] * ("random" not in baselines), networks,
                        seed=args.seed)
     if args.plot:
@@ -387,7 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "mse"])
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=256)
-    train.add_argument("--seq-len", type=int, default=80)
+    train.add_argument("--seq-len", type=int, help="primitives per program: default 80 for MetaSchedule traces, the "
+                                                    "paper's 25 (CPU) / 40 (GPU) for Ansor steps")
+    train.add_argument("--held-out", metavar="NETWORKS", help="comma-separated networks never trained on (default: "
+                                                              "the zoo's held-out networks)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto", help="auto (GPU when present), cpu or cuda")
     train.add_argument("-q", "--quiet", action="store_true")
@@ -397,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--model", help="checkpoint or packaged model name (default: tlp-cpu, the shipped model)")
     evaluate.add_argument("--dataset", default=DEFAULT_DATASET)
     evaluate.add_argument("--platform", help="platform id (default: the model's)")
-    evaluate.add_argument("--baselines", default="xgb,mlp", help="comma-separated: xgb, mlp, random")
+    evaluate.add_argument("--baselines", help="comma-separated: xgb, mlp, random (default xgb,mlp; for Ansor records "
+                                              "random only: the MetaSchedule models need MetaSchedule features)")
     evaluate.add_argument("--networks", help="test networks (default: the held-out networks)")
     evaluate.add_argument("--plot", help="write a PNG bar chart of top-1/top-5 per network and model")
     evaluate.add_argument("--seed", type=int, default=0)
@@ -474,10 +522,19 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--min-programs", type=int, default=8, help="shared programs a task needs to count")
     compare.add_argument("--json", action="store_true")
     compare.set_defaults(func=cmd_dataset_compare, platform=None)
-    imp = dataset.add_parser("import", help="import a MetaSchedule work directory (its JSONDatabase)")
-    imp.add_argument("work_dir")
+    imp = dataset.add_parser("import", help="import a MetaSchedule work directory (its JSONDatabase), or Ansor/TenSet "
+                                            "record files and folders (--format ansor)")
+    imp.add_argument("work_dir", nargs="+", metavar="WORK_DIR|FILE_OR_DIR",
+                     help="a MetaSchedule work directory; with --format ansor: record files and/or folders of them "
+                          "(TenSet's measure_records/<platform>/)")
+    imp.add_argument("--format", choices=["metaschedule", "ansor"], default="metaschedule",
+                     help="metaschedule (default) or ansor: Ansor/TenSet measurement records (log v0.2-v0.6)")
     imp.add_argument("--dataset", default=DEFAULT_DATASET)
-    imp.add_argument("--network", help="network name for the imported tasks (default: the folder's name)")
+    imp.add_argument("--network", help="network name for the imported tasks (default: the folder's or file's name)")
+    imp.add_argument("--task-weights", metavar="MAPPING.json",
+                     help='--format ansor: {"network": {"workload key": weight}}: networks and weights of the tasks '
+                          "(TenSet's own network files need old TVM to read); records of other keys are skipped")
+    imp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--measured-here", action="store_true", help="the logs were measured on this machine")
     where.add_argument("--hardware", help="description of the machine that measured the logs")

@@ -22,6 +22,11 @@ from tlp import TLPError
 _RELEVANT_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|f16c|avx512\w*|avx_vnni\w*|amx\w*|neon|asimd\w*|sve\w*)$")
 
 
+# What a platform's records hold: MetaSchedule traces (everything TLP measures itself) or Ansor schedule steps
+# (imported TenSet / auto-scheduler logs, see tlp.dataset.ansor). The featurizer follows from it.
+METASCHEDULE_FORMAT, ANSOR_FORMAT = "metaschedule", "ansor"
+
+
 class TargetError(TLPError, ValueError):
     """A target given by the user cannot be used."""
 
@@ -169,13 +174,21 @@ class Platform:
             json.dumps({"target": self.target, "hardware": self.hardware}, sort_keys=True).encode()
         ).hexdigest()[:8]
         kind = self.target.get("kind", "unknown")
-        cpu = self.target.get("mcpu") or self.target.get("arch") or "generic"
+        ansor = self.record_format == ANSOR_FORMAT
+        # Ansor's GPU targets often name the card only (``-model=t4``).
+        cpu = self.target.get("mcpu") or self.target.get("arch") or (ansor and self.target.get("model")) or "generic"
         cores = self.target.get("num-cores")
         core_part = f"-{cores}c" if cores else ""
         # Code for one CPU run on another (an AVX2 target on an AVX-512 host) is a platform of its own: say so.
         host = self.hardware.get("llvm_cpu")
         host_part = f"-on-{host}" if host and host != cpu else ""
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{cpu}{core_part}{host_part}-{digest}")
+        prefix = "ansor-" if ansor else ""
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{kind}-{cpu}{core_part}{host_part}-{digest}")
+
+    @property
+    def record_format(self) -> str:
+        """``"metaschedule"`` (traces) or ``"ansor"`` (imported Ansor steps): which featurizer reads its records."""
+        return str(self.hardware.get("record_format", METASCHEDULE_FORMAT))
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "target": self.target, "hardware": self.hardware}

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from tlp.dataset.store import Dataset, DatasetError
+from tlp.features.formats import record_format_of
 from tlp.features.tensors import LabeledPrograms, load_programs
 from tlp.model.estimator import top_k_score
+from tlp.platform import METASCHEDULE_FORMAT
 
 
 def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray) -> float:
@@ -66,6 +68,15 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
     from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker  # pylint: disable=import-outside-toplevel
 
     programs = load_programs(dataset, platform_id)
+    model_format = record_format_of(getattr(model, "featurizer", None))
+    if model_format != programs.record_format:
+        raise DatasetError(f"{dataset.path}/{platform_id} holds {programs.record_format} records; this model reads "
+                           f"{model_format} records (train one on this dataset with tlp train)")
+    needs_traces = [b for b in baselines if b != "random"]
+    if needs_traces and programs.record_format != METASCHEDULE_FORMAT:
+        raise DatasetError(f"baselines {', '.join(needs_traces)}: MetaSchedule's models read MetaSchedule program "
+                           f"features, which {programs.record_format} records (platform {platform_id}) do not have; "
+                           "compare TLP with --baselines random here")
     train, test = programs.split_by_network(set(test_networks))
     if not test.traces:
         raise DatasetError(f"{dataset.path}: no measured program of the test networks {', '.join(test_networks)}")

@@ -16,6 +16,7 @@ import numpy as np
 from tlp._tvm import ms
 from tlp.dataset.store import Dataset, DatasetError, ReadReport, trace_id
 from tlp.features.featurizer import TraceFeaturizer, block_extents
+from tlp.platform import METASCHEDULE_FORMAT
 
 
 @dataclass
@@ -30,6 +31,7 @@ class LabeledPrograms:
     skipped: Counter = field(default_factory=Counter)
     platform_id: str = ""
     program_hashes: list[str] = field(default_factory=list)  # IR identity per program ("" when not recorded)
+    record_format: str = METASCHEDULE_FORMAT  # what ``traces`` hold: MetaSchedule traces or Ansor steps
 
     def labels(self) -> np.ndarray:
         """min latency of the program's task / its latency."""
@@ -45,7 +47,8 @@ class LabeledPrograms:
         index = np.nonzero(keep)[0]
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index],
                                [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(self.skipped),
-                               self.platform_id, [self.program_hashes[i] for i in index] if self.program_hashes else [])
+                               self.platform_id, [self.program_hashes[i] for i in index] if self.program_hashes else [],
+                               self.record_format)
 
     def split_by_network(self, test_networks: set[str]) -> tuple["LabeledPrograms", "LabeledPrograms"]:
         """(train, test): a task that appears in any test network is a test task, never a training one."""
@@ -91,11 +94,12 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
         keep = [i for i, k in enumerate(keys) if k not in single]
         traces, latencies, keys = [traces[i] for i in keep], [latencies[i] for i in keep], [keys[i] for i in keep]
         hashes = [hashes[i] for i in keep]
+    record_format = store.platform.record_format
     extents = {}
-    for key in set(keys):
+    for key in set(keys) if record_format == METASCHEDULE_FORMAT else ():  # Ansor steps carry their own sizes
         extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)
     return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped,
-                           platform_id, hashes)
+                           platform_id, hashes, record_format)
 
 
 @dataclass
@@ -114,10 +118,15 @@ class MultiPlatformPrograms:
     extents: dict[str, dict[str, list[int]]]
     catalogue: dict[str, dict[str, Any]]
     skipped: Counter = field(default_factory=Counter)
+    record_format: str = METASCHEDULE_FORMAT
 
     @staticmethod
     def join(per_platform: list[LabeledPrograms]) -> "MultiPlatformPrograms":
         """Rows of the same program (same workload and trace) on different platforms become one row."""
+        formats = {p.record_format for p in per_platform}
+        if len(formats) > 1:
+            raise DatasetError(f"platforms {', '.join(p.platform_id for p in per_platform)} hold records of different "
+                               f"formats ({', '.join(sorted(formats))}); one model reads one format: train them apart")
         rows: dict[str, int] = {}
         traces: list[Any] = []
         keys: list[str] = []
@@ -142,7 +151,7 @@ class MultiPlatformPrograms:
                 latencies[row, p] = latency
         catalogue = per_platform[0].catalogue if per_platform else {}
         return MultiPlatformPrograms(traces, keys, latencies, [p.platform_id for p in per_platform], extents,
-                                     catalogue, skipped)
+                                     catalogue, skipped, formats.pop() if formats else METASCHEDULE_FORMAT)
 
     def labels(self) -> np.ndarray:
         """``[N, P]``: min latency of the program's task on that platform / its latency there; NaN where unmeasured."""
@@ -167,7 +176,7 @@ class MultiPlatformPrograms:
         index = np.nonzero(keep)[0]
         return MultiPlatformPrograms([self.traces[i] for i in index], [self.task_keys[i] for i in index],
                                      self.latencies[index], list(self.platform_ids), self.extents, self.catalogue,
-                                     Counter(self.skipped))
+                                     Counter(self.skipped), self.record_format)
 
     def split_by_network(self, test_networks: set[str]) -> tuple["MultiPlatformPrograms", "MultiPlatformPrograms"]:
         is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
@@ -179,7 +188,7 @@ class MultiPlatformPrograms:
         index = np.nonzero(~np.isnan(self.latencies[:, p]))[0]
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index, p],
                                [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(),
-                               platform_id)
+                               platform_id, record_format=self.record_format)
 
 
 # Fewer valid programs than this on a platform cannot train a head: 4 tasks of 16 programs is the least that ranks.

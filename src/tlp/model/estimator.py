@@ -18,7 +18,8 @@ import torch
 from tqdm import tqdm
 
 from tlp import TLPError, __version__
-from tlp.features.featurizer import FEATURE_VERSION, FeatureConfig, TraceFeaturizer
+from tlp.features.featurizer import FeatureConfig
+from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import LabeledPrograms, MultiPlatformPrograms
 from tlp.model.losses import LOSSES
 from tlp.model.network import ModelConfig, TLPNet
@@ -92,9 +93,10 @@ class TLPModel:
     (:attr:`platforms` lists them in head order); ``fit_head`` adds or retrains one platform's head on few data.
     """
 
-    def __init__(self, feature_config: FeatureConfig | None = None, model_config: ModelConfig | None = None,
+    def __init__(self, feature_config: FeaturizerConfig | None = None, model_config: ModelConfig | None = None,
                  train_config: TrainConfig | None = None) -> None:
-        self.featurizer = TraceFeaturizer(feature_config or FeatureConfig())
+        # The config's type picks the featurizer: MetaSchedule traces (FeatureConfig) or Ansor steps.
+        self.featurizer = featurizer_for_config(feature_config or FeatureConfig())
         self.model_config = model_config or ModelConfig()
         self.train_config = train_config or TrainConfig()
         self.net: TLPNet | None = None
@@ -332,7 +334,7 @@ class TLPModel:
         if self.net is None:
             raise RuntimeError("nothing to save: the model is not trained")
         meta = {**self.meta, "format": CHECKPOINT_FORMAT, "tlp_version": __version__,
-                "feature_version": FEATURE_VERSION, "featurizer": self.featurizer.to_json(),
+                "feature_version": self.featurizer.config.version, "featurizer": self.featurizer.to_json(),
                 "model_config": self.model_config.to_json(), "train_config": asdict(self.train_config)}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         torch.save({"meta": json.dumps(meta), "state": self.net.state_dict()}, str(path))
@@ -352,12 +354,13 @@ class TLPModel:
                      for k, v in state.items()}
         elif meta.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {CHECKPOINT_FORMAT}")
-        if meta.get("feature_version") != FEATURE_VERSION:
+        expected = feature_version_of(meta.get("featurizer") or {})
+        if meta.get("feature_version") != expected:
             raise CheckpointError(f"{path}: made with feature version {meta.get('feature_version')}, this TLP "
-                                  f"featurizes with version {FEATURE_VERSION}; retrain or use a matching TLP")
+                                  f"featurizes with version {expected}; retrain or use a matching TLP")
         model = TLPModel(model_config=ModelConfig(**meta["model_config"]),
                          train_config=TrainConfig(**meta.get("train_config", {})))
-        model.featurizer = TraceFeaturizer.from_json(meta["featurizer"])
+        model.featurizer = featurizer_from_json(meta["featurizer"])
         if len(model.featurizer.kinds) != model.model_config.kind_vocab or len(
                 model.featurizer.strings) != model.model_config.string_vocab:
             raise CheckpointError(f"{path}: the stored vocabulary does not match the network's embedding tables")

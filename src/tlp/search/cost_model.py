@@ -29,7 +29,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tlp.dataset.store import mean_latency
 from tlp.features.featurizer import block_extents
-from tlp.model.estimator import TLPModel
+from tlp.model.estimator import CheckpointError, TLPModel
 from tlp.models import model_path
 from tlp.platform import Platform, nearest_platform
 
@@ -78,6 +78,9 @@ class TLPCostModel(PyCostModel):
         super().__init__()
         self.platform = Platform.host(target)
         self.model = model if isinstance(model, TLPModel) else TLPModel.load(model_path(model, self.platform.id))
+        if getattr(self.model.featurizer, "record_format", "metaschedule") != "metaschedule":
+            raise CheckpointError(f"this TLP model reads {self.model.featurizer.record_format} records (Ansor steps); "
+                                  "MetaSchedule's search needs a model trained on MetaSchedule traces")
         self.online = online or OnlineTuning()
         self._tasks: dict[int, _TaskState] = {}
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
