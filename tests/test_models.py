@@ -163,3 +163,23 @@ def test_non_tensor_outputs_are_dropped_and_named():
     assert exportable.dropped == ["output extras[1] (str): not a tensor", "output count (int): not a tensor"]
     hidden, extra = exportable.module(x)
     assert torch.equal(hidden, x * 2) and torch.equal(extra, x + 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["t5", "whisper", "swin", "wav2vec2"])
+def test_more_model_families_compile_and_match_pytorch(tmp_path, host_platform, name):
+    """Encoder-decoder, speech and windowed-attention models of the coverage suite, without tuning."""
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import model_coverage  # pylint: disable=import-outside-toplevel
+
+    from tlp.search.sources import from_torch
+
+    module, inputs = model_coverage.MODELS[name][1]()
+    tunable = from_torch(name, module, inputs, host_platform.target)
+    check_compiles(tunable, host_platform.target)
+    numerics = compile_and_time(tunable, host_platform.target, tmp_path, ms.database.MemoryDatabase())["numerics"]
+    assert numerics["ok"] and len(numerics["outputs"]) == 2, numerics
