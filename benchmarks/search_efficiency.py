@@ -56,6 +56,9 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=512)
     parser.add_argument("--work-dir", default="runs/bench/search")
     parser.add_argument("--out", default="benchmarks/results/search_efficiency.json")
+    parser.add_argument("--tlp-model-setup-s", type=float, default=0.0,
+                        help="seconds it took to make --tlp-model (e.g. tlp adapt's measuring + training): added to "
+                             "its runs' wall times, so a model built on this machine pays for its own data")
     parser.add_argument("--summarize", action="store_true",
                         help="recompute summaries and figures of the results file without tuning")
     args = parser.parse_args()
@@ -65,7 +68,7 @@ def main() -> None:
         stored = json.loads(out.read_text())
         for workload, result in stored["results"].items():
             result["summary"] = _summarize(result["runs"], result["trials"])
-            _plot(result, workload, out.with_name(f"search_{workload}.png"))
+            _plot(result, workload, _figure_path(out, workload))
             print(json.dumps({workload: result["summary"]}, indent=1))
         out.write_text(json.dumps(stored, indent=1))
         return
@@ -91,8 +94,11 @@ def main() -> None:
                                     population=args.population, compile=False, measure=MeasureConfig(),
                                     model_path=args.tlp_model if uses_tlp else None, **MODELS[base_model])
                 report = tune(tunable, target, work_dir, config)
-                points = curve_points(work_dir / "history.jsonl", weights)
-                runs.setdefault(model, []).append({"seed": seed, "final_latency_s": points[-1][2] if points else None,
+                setup_s = args.tlp_model_setup_s if uses_tlp and args.tlp_model else 0.0
+                points = [(t, wall + setup_s, latency)
+                          for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
+                runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s,
+                                                   "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
                                                    "trials": report["trials"], "curve": points})
                 print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
@@ -102,11 +108,18 @@ def main() -> None:
         summary = _summarize(runs, args.trials)
         results[workload] = {"tasks": len(tunable.tasks), "trials": args.trials, "trials_per_iter": args.trials_per_iter,
                              "population": args.population, "seeds": seeds, "runs": runs, "summary": summary}
-        _plot(results[workload], workload, Path(args.out).with_name(f"search_{workload}.png"))
+        _plot(results[workload], workload, _figure_path(out, workload))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "machine": host_fingerprint(),
                                    "target": target, "results": results}, indent=1))
         print(json.dumps({workload: summary}, indent=1))
+
+
+def _figure_path(out: Path, workload: str) -> Path:
+    """results/search_<workload>.png beside the default results file; <results stem>_<workload>.png otherwise, so
+    a second study (another machine, other models) never overwrites the first one's figures."""
+    stem = "search" if out.stem == "search_efficiency" else out.stem
+    return out.with_name(f"{stem}_{workload}.png")
 
 
 def _summarize(runs: dict, budget: int) -> dict:
