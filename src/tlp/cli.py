@@ -298,7 +298,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     platform_id = _platform_of(dataset, args.platform or (model.meta.get("platforms") or [None])[0])
     ansor = dataset.store(platform_id).platform.record_format == "ansor"
     # MetaSchedule's XGBoost/MLP read MetaSchedule features; Ansor records have none (evaluate() says so if asked).
-    baselines = [b for b in (args.baselines or ("random" if ansor else "xgb,mlp")).split(",") if b]
+    baselines = [b for b in (args.baselines or ("random" if ansor else "xgb,mlp")).split(",") if b and b != "none"]
+    unknown = sorted(set(baselines) - {"xgb", "mlp", "random"})
+    if unknown:
+        raise SystemExit(f"tlp eval: unknown baseline(s) {', '.join(unknown)} (xgb, mlp, random, or none)")
     networks = args.networks.split(",") if args.networks else (
         model.meta.get("held_out_networks") if ansor else None) or held_out_networks()
     results = evaluate(dataset, platform_id, model, baselines + ["random"] * ("random" not in baselines), networks,
@@ -444,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--model", help="checkpoint or packaged model name (default: tlp-cpu, the shipped model)")
     evaluate.add_argument("--dataset", default=DEFAULT_DATASET)
     evaluate.add_argument("--platform", help="platform id (default: the model's)")
-    evaluate.add_argument("--baselines", help="comma-separated: xgb, mlp, random (default xgb,mlp; for Ansor records "
+    evaluate.add_argument("--baselines", help="comma-separated: xgb, mlp, random, none (default xgb,mlp; for Ansor records "
                                               "random only: the MetaSchedule models need MetaSchedule features)")
     evaluate.add_argument("--networks", help="test networks (default: the held-out networks)")
     evaluate.add_argument("--plot", help="write a PNG bar chart of top-1/top-5 per network and model")
