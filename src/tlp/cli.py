@@ -164,9 +164,7 @@ def cmd_dataset_seal(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_export(args: argparse.Namespace) -> int:
-    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
-
-    from tlp.dataset.store import DatasetError  # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset, DatasetError  # pylint: disable=import-outside-toplevel
 
     store = Dataset(args.path).store(args.platform)
     if store.platform.record_format != "metaschedule":
@@ -301,7 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     baselines = [b for b in (args.baselines or ("random" if ansor else "xgb,mlp")).split(",") if b and b != "none"]
     unknown = sorted(set(baselines) - {"xgb", "mlp", "random"})
     if unknown:
-        raise SystemExit(f"tlp eval: unknown baseline(s) {', '.join(unknown)} (xgb, mlp, random, or none)")
+        raise TLPError(f"tlp eval: unknown baseline(s) {', '.join(unknown)} (xgb, mlp, random, or none)")
     networks = args.networks.split(",") if args.networks else (
         model.meta.get("held_out_networks") if ansor else None) or held_out_networks()
     results = evaluate(dataset, platform_id, model, baselines + ["random"] * ("random" not in baselines), networks,
