@@ -345,7 +345,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tlp.search.tune import TuneConfig, tune
 
     target = _target(args)
-    tunable = resolve(args.source, target)
+    tunable = resolve(args.source, target, fast_math=not args.no_fast_math)
     if args.top_tasks:
         tunable = tunable.top_tasks(args.top_tasks)
     work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
@@ -500,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--work-dir", help="tuning database and outputs (default runs/tune/SOURCE-MODEL)")
     tune_verb.add_argument("--dataset", help="append every measured candidate to this dataset, under this machine's "
                                              "platform (origin: search round and cost model; duplicates skipped)")
+    tune_verb.add_argument("--no-fast-math", action="store_true",
+                           help="keep TVM's exact erf/GELU/exp/tanh (by default networks get fast approximations "
+                                "when their outputs still match PyTorch within tolerance)")
     tune_verb.add_argument("--run-timeout", type=float, default=10.0)
     tune_verb.add_argument("--seed", type=int, default=1)
     tune_verb.add_argument("--json", action="store_true")

@@ -67,13 +67,17 @@ class Tunable:
         return dataclasses.replace(self, name=f"{self.name}-top{count}", tasks=kept)
 
 
-def resolve(spec: str, target: dict[str, Any]) -> Tunable:
-    """Turn a zoo name, a ``.py`` file or an ``.onnx`` file into a :class:`Tunable`."""
+def resolve(spec: str, target: dict[str, Any], fast_math: bool = True) -> Tunable:
+    """Turn a zoo name, a ``.py`` file or an ``.onnx`` file into a :class:`Tunable`.
+
+    ``fast_math``: networks get fast erf/GELU/exp/tanh when their outputs stay within tolerance
+    (:mod:`tlp.search.fast_math`).
+    """
     path_part = spec.split(":", 1)[0]
     if path_part.endswith(".onnx"):
-        return _from_onnx(Path(path_part), target)
+        return _from_onnx(Path(path_part), target, fast_math)
     if path_part.endswith(".py"):
-        return _from_python(Path(path_part), spec.split(":", 1)[1] if ":" in spec else None, target)
+        return _from_python(Path(path_part), spec.split(":", 1)[1] if ":" in spec else None, target, fast_math)
     try:
         names = expand_names([spec])
     except UnknownWorkloadError as error:
@@ -82,7 +86,7 @@ def resolve(spec: str, target: dict[str, Any]) -> Tunable:
 
     if len(names) == 1 and names[0] in _networks():
         network = _networks()[names[0]]
-        return from_torch(names[0], network.build(), network.example_inputs(), target)
+        return from_torch(names[0], network.build(), network.example_inputs(), target, fast_math)
     return Tunable(spec, load_tasks([spec], target))
 
 
@@ -101,7 +105,7 @@ def _load_python(path: Path) -> Any:
     return module
 
 
-def _from_python(path: Path, attribute: str | None, target: dict[str, Any]) -> Tunable:
+def _from_python(path: Path, attribute: str | None, target: dict[str, Any], fast_math: bool = True) -> Tunable:
     import torch  # pylint: disable=import-outside-toplevel
     from tvm import te, tirx  # pylint: disable=import-outside-toplevel
 
@@ -115,7 +119,7 @@ def _from_python(path: Path, attribute: str | None, target: dict[str, Any]) -> T
             inputs = getattr(module, "example_inputs", None)
             if inputs is None:
                 raise SourceError(f"{path}: PyTorch module {name!r} needs `example_inputs` (a tuple of tensors)")
-            return from_torch(path.stem, value, tuple(inputs() if callable(inputs) else inputs), target)
+            return from_torch(path.stem, value, tuple(inputs() if callable(inputs) else inputs), target, fast_math)
     for name, value in candidates:
         if isinstance(value, (tvm.IRModule, tirx.PrimFunc)):
             mod = value if isinstance(value, tvm.IRModule) else tvm.IRModule({"main": value})
@@ -141,23 +145,39 @@ def _single_task(name: str, mod: Any) -> Task:
 
 
 # ---- networks ----------------------------------------------------------------------------------------------
-def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: dict[str, Any]) -> Tunable:
+def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: dict[str, Any],
+               fast_math: bool = True) -> Tunable:
     """A PyTorch module and its example inputs as a network to tune (export, import, tasks; see ``import_torch``)."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
+    from tlp.search.numerics import torch_outputs  # pylint: disable=import-outside-toplevel
+
     imported = import_torch(module, example_inputs, name)
     mod, params = relax.frontend.detach_params(imported.mod)
+    params = [p.numpy() for p in params.get("main", [])]
+    inputs = [t.detach().numpy() for t in example_inputs]
     notes = list(imported.exportable.dropped)
     if imported.rewrites:
         notes.append("bool ops TVM cannot compile rewritten on int8: "
                      + ", ".join(f"{op} x{count}" for op, count in sorted(imported.rewrites.items())))
-    return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod,
-                   params=[p.numpy() for p in params.get("main", [])],
-                   inputs=[t.detach().numpy() for t in example_inputs], torch_module=imported.exportable.module,
-                   torch_inputs=example_inputs, output_names=imported.exportable.output_names, notes=notes)
+    if fast_math:
+        reference = torch_outputs(imported.exportable.module, example_inputs)
+        mod, note = _fast_math(mod, params, inputs, target, reference)
+        notes.extend([note] if note else [])
+    return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod, params=params, inputs=inputs,
+                   torch_module=imported.exportable.module, torch_inputs=example_inputs,
+                   output_names=imported.exportable.output_names, notes=notes)
 
 
-def _from_onnx(path: Path, target: dict[str, Any]) -> Tunable:
+def _fast_math(mod: Any, params: list[Any], inputs: list[Any], target: dict[str, Any],
+               reference: list[Any] | None) -> tuple[Any, str | None]:
+    from tlp.search.fast_math import choose_fast_math  # pylint: disable=import-outside-toplevel
+
+    mod, decision = choose_fast_math(mod, params, inputs, target, reference)
+    return mod, decision.note()
+
+
+def _from_onnx(path: Path, target: dict[str, Any], fast_math: bool = True) -> Tunable:
     import numpy as np  # pylint: disable=import-outside-toplevel
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
@@ -195,5 +215,9 @@ def _from_onnx(path: Path, target: dict[str, Any]) -> Tunable:
               else np.zeros(shapes[n], dtype=dtypes[n]) for n in shapes]
     notes = ["bool ops TVM cannot compile rewritten on int8: "
              + ", ".join(f"{op} x{count}" for op, count in sorted(rewrites.items()))] if rewrites else []
-    return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod,
-                   params=[p.numpy() for p in params.get("main", [])], inputs=inputs, notes=notes)
+    params = [p.numpy() for p in params.get("main", [])]
+    if fast_math:  # no PyTorch here: the exact network compiled by TVM is the reference
+        mod, note = _fast_math(mod, params, inputs, target, None)
+        notes.extend([note] if note else [])
+    return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod, params=params, inputs=inputs,
+                   notes=notes)
