@@ -13,6 +13,7 @@ from tlp._tvm import ms, tvm
 from tlp.search.compile_check import compile_error, compile_network
 from tlp.search.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
 from tlp.search.sources import Tunable
+from tlp.search.task_profile import format_dominant_tasks
 
 
 def _median_seconds(run: Any, repeats: int = 20, min_total_s: float = 1.0) -> float:
@@ -147,6 +148,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"{task['name'].ljust(width)}  {task['weight']:6d}  {task['trials']:6d}  {best}  {gflops}")
     if "tasks_latency_s" in report:
         lines.append(f"\nΣ weight × task latency: {report['tasks_latency_s'] * 1e3:.3f} ms")
+    lines.extend(format_dominant_tasks(report.get("dominant_tasks", [])))
     if "end_to_end_s" in report:
         lines.append(f"end to end (compiled, {report['threads']} threads): {report['end_to_end_s'] * 1e3:.3f} ms")
         if report.get("torch_eager_s"):

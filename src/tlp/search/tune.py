@@ -297,6 +297,10 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
         report["import_notes"] = list(tunable.notes)  # e.g. a KV cache dropped for export, bool ops rewritten
     if all(t.best_latency_s for t in tasks):
         report["tasks_latency_s"] = sum(t.weight * t.best_latency_s for t in tasks)
+    if tunable.is_network:
+        from tlp.search.task_profile import dominant_tasks  # pylint: disable=import-outside-toplevel
+
+        report["dominant_tasks"] = dominant_tasks(tunable.tasks, best, target_json)
     if config.compile:
         report.update(compile_and_time(tunable, target_json, work_dir, database))
     curve = plot_curve(work_dir / "history.jsonl", [t.weight for t in tasks], work_dir / "curve.png", tunable.name)
