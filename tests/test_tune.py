@@ -42,9 +42,10 @@ class Tiny(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = torch.nn.Linear(32, 16)
+        self.out = torch.nn.Linear(16, 8)
 
     def forward(self, x):
-        return torch.relu(self.fc(x))
+        return self.out(torch.relu(self.fc(x)))
 
 torch.manual_seed(0)
 model = Tiny()
@@ -65,7 +66,8 @@ def test_python_sources_resolve_to_tasks(tmp_path, host_platform):
     te_source = resolve(str(_write(tmp_path, "exp.py", TE)), target)
     assert len(te_source.tasks) == 1
     network = resolve(str(_write(tmp_path, "tiny.py", TORCH)), target)
-    assert network.is_network and network.tasks and len(network.params) == 2  # weight and bias stay inputs
+    assert network.is_network and network.tasks and not network.params  # weight and bias bound as constants
+    assert len(network.relax_mod["main"].params) == len(network.inputs)
     heaviest = max(network.tasks, key=lambda task: task.weight * task.flops)
     top = network.top_tasks(1)
     assert top.tasks == [heaviest] and top.name == "tiny-top1" and top.relax_mod is network.relax_mod
