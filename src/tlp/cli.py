@@ -5,6 +5,7 @@
     tlp features DATASET                     trace lengths, crop coverage and feature collisions of a dataset
     tlp train DATASET --out MODEL            train a TLP model (held-out networks excluded)
     tlp eval --model MODEL --dataset DATASET top-k on held-out networks vs MetaSchedule XGB/MLP and random
+                 [--search-runs DIR...]  and the pick regret among tuning runs' late-round programs (headline)
     tlp tune SOURCE --trials N               tune an operator / network / .py / .onnx with the TLP cost model
     tlp dataset info|import|seal|export      inspect and manage datasets
     tlp dataset verify DATASET               find damaged segments (checksums, decompression, JSON)
@@ -252,6 +253,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import hashlib
 
     from tlp.dataset.store import Dataset, DatasetError
+    from tlp.features.cache import default_cache_dir, load_or_featurize
     from tlp.features.tensors import load_platforms
     from tlp.model.estimator import TLPModel, TrainConfig
     from tlp.model.network import ModelConfig
@@ -259,8 +261,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     dataset = Dataset(args.dataset)
     platform_ids = _train_platforms(dataset, args)
-    programs = load_platforms(dataset, platform_ids, args.min_head_programs)
     held_out = args.held_out.split(",") if args.held_out else held_out_networks()
+    record_format = dataset.store(platform_ids[0]).platform.record_format
+    feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len)
+    feature_cache: dict[str, Any] = {"used": not args.no_feature_cache}
+    if args.no_feature_cache:
+        programs: Any = load_platforms(dataset, platform_ids, args.min_head_programs)
+    else:
+        cached = load_or_featurize(dataset, platform_ids, held_out, feature_config, args.min_head_programs,
+                                   Path(args.feature_cache_dir) if args.feature_cache_dir else default_cache_dir())
+        programs = cached.programs
+        feature_cache.update({"path": str(cached.path), "hit": cached.hit})
     train, test = programs.split_by_network(set(held_out))
     if len(set(train.task_keys)) < 2:
         raise DatasetError(f"{args.dataset}: fewer than 2 trainable tasks outside the held-out networks")
@@ -268,8 +279,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     for platform_id in platform_ids:
         for _, line in dataset.store(platform_id).records.lines():
             digest.update(line.encode())
-    model = TLPModel(_feature_config(dataset, platform_ids[0], programs.record_format, args.seq_len),
-                     ModelConfig(arch=args.arch, hidden=args.hidden),
+    model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
     history = model.fit(train, progress=not args.quiet)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
@@ -279,7 +289,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     model.save(args.out)
     print(json.dumps({"out": args.out, "heads": model.platforms, "best_epoch": history.best_epoch,
                       "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
-                      "skipped": dict(programs.skipped)}, indent=1))
+                      "skipped": dict(programs.skipped), "feature_cache": feature_cache}, indent=1))
     return 0
 
 
@@ -300,10 +310,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     unknown = sorted(set(baselines) - {"xgb", "mlp", "random"})
     if unknown:
         raise TLPError(f"tlp eval: unknown baseline(s) {', '.join(unknown)} (xgb, mlp, random, or none)")
+    if (args.population is not None and args.population < 2) or (args.draws is not None and args.draws < 1):
+        raise TLPError("tlp eval: --population must be at least 2 and --draws at least 1")
     networks = args.networks.split(",") if args.networks else (
         model.meta.get("held_out_networks") if ansor else None) or held_out_networks()
     results = evaluate(dataset, platform_id, model, baselines + ["random"] * ("random" not in baselines), networks,
-                       seed=args.seed)
+                       seed=args.seed, search_runs=args.search_runs, population=args.population, draws=args.draws)
     if args.plot:
         plot(results, args.plot)
     print(json.dumps(results, indent=1) if args.json else format_table(results))
@@ -438,6 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "the zoo's held-out networks)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto", help="auto (GPU when present), cpu or cuda")
+    train.add_argument("--no-feature-cache", action="store_true",
+                       help="featurize the traces again and leave the feature cache alone (by default featurized "
+                            "programs are read from / written to the cache; a changed dataset is never read from it)")
+    train.add_argument("--feature-cache-dir", help="where cached features live (default $TLP_CACHE_DIR/features, "
+                                                   "i.e. ~/.cache/tlp/features)")
     train.add_argument("-q", "--quiet", action="store_true")
     train.set_defaults(func=cmd_train)
 
@@ -450,6 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--networks", help="test networks (default: the held-out networks)")
     evaluate.add_argument("--plot", help="write a PNG bar chart of top-1/top-5 per network and model")
     evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--search-runs", nargs="+", metavar="DIR",
+                          help="tuning work directories (tlp tune, benchmarks/search_efficiency.py) or folders holding "
+                          "them: also score ranking among their late rounds' programs and the regret of each model's "
+                          "pick in a search population (the headline then)")
+    evaluate.add_argument("--population", type=int, help="with --search-runs: programs per population (default 32)")
+    evaluate.add_argument("--draws", type=int, help="with --search-runs: populations drawn per run and task when "
+                          "its late rounds hold more programs than one population (default 200)")
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_eval)
 

@@ -4,6 +4,10 @@ For a network N with tasks t (weights w_t = how often t runs in N):
 ``top-k(N) = Σ_t w_t · best latency of t / Σ_t w_t · (best true latency among the model's k top-ranked programs of t)``.
 Also reported: pairwise ranking accuracy within tasks. Every model is trained on the same training records
 (tasks of the held-out networks never appear there) and scored on the same test records.
+
+With tuning work directories (``tlp eval --search-runs DIR...``), every model is also scored on what a search sees
+(:mod:`tlp.evaluation.search_metrics`): ranking among the late rounds' programs and the regret of its pick in a
+search population; that is the headline then (``benchmarks/README.md``, "Which evaluation predicts the search").
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tlp.dataset.store import Dataset, DatasetError
+from tlp.dataset.store import Dataset, DatasetError, trace_id
 from tlp.features.formats import record_format_of
 from tlp.features.tensors import LabeledPrograms, load_programs
 from tlp.model.estimator import top_k_score
@@ -63,9 +67,13 @@ def score_head(model: Any, test: LabeledPrograms, platform_id: str, networks: li
 
 
 def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str], test_networks: list[str],
-             seed: int = 0) -> dict[str, Any]:
-    """Train the baselines on the training split, score everything on the test split of ``test_networks``."""
-    from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker  # pylint: disable=import-outside-toplevel
+             seed: int = 0, search_runs: list[str] | None = None, population: int | None = None,
+             draws: int | None = None) -> dict[str, Any]:
+    """Train the baselines on the training split, score everything on the test split of ``test_networks`` and, given
+    ``search_runs`` (tuning work directories), on their measured programs (none of the training records)."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.evaluation import search_metrics
+    from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker
 
     programs = load_programs(dataset, platform_id)
     model_format = record_format_of(getattr(model, "featurizer", None))
@@ -77,23 +85,70 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
         raise DatasetError(f"baselines {', '.join(needs_traces)}: MetaSchedule's models read MetaSchedule program "
                            f"features, which {programs.record_format} records (platform {platform_id}) do not have; "
                            "compare TLP with --baselines random here")
+    if search_runs and programs.record_format != METASCHEDULE_FORMAT:
+        raise DatasetError(f"--search-runs: tuning runs hold MetaSchedule traces; platform {platform_id} holds "
+                           f"{programs.record_format} records, which this model reads")
     train, test = programs.split_by_network(set(test_networks))
     if not test.traces:
         raise DatasetError(f"{dataset.path}: no measured program of the test networks {', '.join(test_networks)}")
+    search = None
+    if search_runs:
+        # Never score a program a model was trained on; tasks of the training split are scored but flagged.
+        trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
+        search = search_metrics.read_search_runs(search_runs, exclude=trained, training_tasks=set(train.task_keys))
+        populations = search_metrics.pick_populations(
+            search, population or search_metrics.DEFAULT_POPULATION, draws or search_metrics.DEFAULT_DRAWS, seed)
+        search_programs = search.labeled()
     results: dict[str, Any] = {}
     started = time.monotonic()
     results["tlp"] = score_head(model, test, platform_id, test_networks)
+    if search is not None:
+        scores = model.predict(search_programs.traces, [search_programs.extents.get(k) for k in search.task_keys],
+                               model.head_index(platform_id))
+        results["tlp"]["search"] = search_metrics.search_scores(search, np.asarray(scores), populations)
     results["tlp"]["seconds"] = time.monotonic() - started
     for name in baselines:
         started = time.monotonic()
         ranker = RandomRanker(seed) if name == "random" else MetaScheduleBaseline(name, dataset, platform_id)
         ranker.fit(train)
         results[name] = score_models(test, ranker.predict(test), test_networks)
+        if search is not None:
+            scores = (search_metrics.metaschedule_scores(ranker.model, ranker.replay.target, search)
+                      if isinstance(ranker, MetaScheduleBaseline) else ranker.predict(search_programs))
+            results[name]["search"] = search_metrics.search_scores(search, scores, populations)
         results[name]["seconds"] = time.monotonic() - started
     results["data"] = {"train_programs": len(train.traces), "train_tasks": len(set(train.task_keys)),
                        "test_programs": len(test.traces), "test_tasks": len(set(test.task_keys)),
                        "skipped": dict(programs.skipped)}
+    if search is not None:
+        results["data"]["search"] = search.summary()
     return results
+
+
+def format_search_table(results: dict[str, Any]) -> str:
+    """The search-like metrics (the headline when tuning runs were given), one row per model, then per source."""
+    from tlp.evaluation.search_metrics import HEADLINE  # pylint: disable=import-outside-toplevel
+
+    models = [m for m in results if m != "data" and "search" in results[m]]
+    data = results["data"]["search"]
+    sources = sorted({s for m in models for s in results[m]["search"]["per_source"]})
+    lines = [f"search-like ranking ({data['runs']} tuning runs, {data['programs']} programs; headline: "
+             f"{HEADLINE.replace('_', ' ')}, lower regret / higher top-k is better)",
+             f"{'model':<8} {'regret':>7} {'late1':>6} {'late5':>6} {'all1':>6}  "
+             + "  ".join(f"{s[:16]:>16}" for s in sources),
+             " " * 40 + "  ".join(f"{'regret/late1':>16}" for _ in sources)]
+    for m in models:
+        r = results[m]["search"]
+        cells = [f"{r['per_source'][s]['pick_regret']:.3f}/{r['per_source'][s]['late_top1']:.3f}"
+                 if s in r["per_source"] else "-" for s in sources]
+        lines.append(f"{m:<8} {r['pick_regret']:>7.3f} {r['late_top1']:>6.3f} {r['late_top5']:>6.3f} "
+                     f"{r['all_top1']:>6.3f}  " + "  ".join(f"{c:>16}" for c in cells))
+    trained = [s for s in sources if results[models[0]]["search"]["per_source"][s]["tasks_in_training"]] if models else []
+    if trained:
+        lines.append(f"trained on (scored, but not held out): tasks of {', '.join(trained)}")
+    if data["skipped"]:
+        lines.append("skipped: " + "; ".join(f"{n} {why}" for why, n in sorted(data["skipped"].items())))
+    return "\n".join(lines)
 
 
 def format_table(results: dict[str, Any]) -> str:
@@ -110,6 +165,10 @@ def format_table(results: dict[str, Any]) -> str:
     data = results["data"]
     lines.append(f"train: {data['train_programs']} programs / {data['train_tasks']} tasks; "
                  f"test: {data['test_programs']} programs / {data['test_tasks']} tasks")
+    if "search" in data:
+        # The search-like metric agrees with measured searches; TenSet's stays for comparison with the literature.
+        return format_search_table(results) + "\n\nTenSet top-k over all stored programs of the held-out networks:\n" \
+            + "\n".join(lines)
     return "\n".join(lines)
 
 
