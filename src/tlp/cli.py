@@ -253,6 +253,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import hashlib
 
     from tlp.dataset.store import Dataset, DatasetError
+    from tlp.features.cache import default_cache_dir, load_or_featurize
     from tlp.features.tensors import load_platforms
     from tlp.model.estimator import TLPModel, TrainConfig
     from tlp.model.network import ModelConfig
@@ -260,8 +261,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     dataset = Dataset(args.dataset)
     platform_ids = _train_platforms(dataset, args)
-    programs = load_platforms(dataset, platform_ids, args.min_head_programs)
     held_out = args.held_out.split(",") if args.held_out else held_out_networks()
+    record_format = dataset.store(platform_ids[0]).platform.record_format
+    feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len)
+    feature_cache: dict[str, Any] = {"used": not args.no_feature_cache}
+    if args.no_feature_cache:
+        programs: Any = load_platforms(dataset, platform_ids, args.min_head_programs)
+    else:
+        cached = load_or_featurize(dataset, platform_ids, held_out, feature_config, args.min_head_programs,
+                                   Path(args.feature_cache_dir) if args.feature_cache_dir else default_cache_dir())
+        programs = cached.programs
+        feature_cache.update({"path": str(cached.path), "hit": cached.hit})
     train, test = programs.split_by_network(set(held_out))
     if len(set(train.task_keys)) < 2:
         raise DatasetError(f"{args.dataset}: fewer than 2 trainable tasks outside the held-out networks")
@@ -269,18 +279,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     for platform_id in platform_ids:
         for _, line in dataset.store(platform_id).records.lines():
             digest.update(line.encode())
-    model = TLPModel(_feature_config(dataset, platform_ids[0], programs.record_format, args.seq_len),
-                     ModelConfig(arch=args.arch, hidden=args.hidden),
+    model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
     history = model.fit(train, progress=not args.quiet)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
                        "platform_info": {p: dataset.store(p).platform.to_json() for p in platform_ids},
                        "held_out_networks": held_out, "skipped": dict(programs.skipped),
-                       "test_programs_excluded": len(test.traces)})
+                       "test_programs_excluded": len(test.task_keys)})
     model.save(args.out)
     print(json.dumps({"out": args.out, "heads": model.platforms, "best_epoch": history.best_epoch,
                       "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
-                      "skipped": dict(programs.skipped)}, indent=1))
+                      "skipped": dict(programs.skipped), "feature_cache": feature_cache}, indent=1))
     return 0
 
 
@@ -441,6 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "the zoo's held-out networks)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto", help="auto (GPU when present), cpu or cuda")
+    train.add_argument("--no-feature-cache", action="store_true",
+                       help="featurize the traces again and leave the feature cache alone (by default featurized "
+                            "programs are read from / written to the cache; a changed dataset is never read from it)")
+    train.add_argument("--feature-cache-dir", help="where cached features live (default $TLP_CACHE_DIR/features, "
+                                                   "i.e. ~/.cache/tlp/features)")
     train.add_argument("-q", "--quiet", action="store_true")
     train.set_defaults(func=cmd_train)
 

@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from tlp._tvm import ms
+from tlp import TLPError
 from tlp.dataset.store import Dataset, DatasetError, ReadReport, trace_id
 from tlp.features.featurizer import TraceFeaturizer, block_extents
 from tlp.platform import METASCHEDULE_FORMAT
+
+# TVM is imported only where a workload is parsed (``load_programs``): training from featurized programs
+# (:class:`FeaturizedPrograms`, e.g. read from the feature cache) must work where TVM is not installed.
 
 
 @dataclass
@@ -96,6 +99,8 @@ def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
         hashes = [hashes[i] for i in keep]
     record_format = store.platform.record_format
     extents = {}
+    if record_format == METASCHEDULE_FORMAT and keys:
+        from tlp._tvm import ms  # pylint: disable=import-outside-toplevel  # see the note at the imports
     for key in set(keys) if record_format == METASCHEDULE_FORMAT else ():  # Ansor steps carry their own sizes
         extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)
     return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped,
@@ -155,19 +160,10 @@ class MultiPlatformPrograms:
 
     def labels(self) -> np.ndarray:
         """``[N, P]``: min latency of the program's task on that platform / its latency there; NaN where unmeasured."""
-        labels = np.full(self.latencies.shape, np.nan, dtype=np.float32)
-        groups = self.group_ids()
-        for p in range(self.latencies.shape[1]):
-            column = self.latencies[:, p]
-            measured = ~np.isnan(column)
-            best = np.full(groups.max() + 1 if len(groups) else 0, np.inf)
-            np.minimum.at(best, groups[measured], column[measured])
-            labels[measured, p] = best[groups[measured]] / column[measured]
-        return labels
+        return per_task_platform_labels(self.latencies, self.group_ids())
 
     def group_ids(self) -> np.ndarray:
-        index: dict[str, int] = {}
-        return np.array([index.setdefault(k, len(index)) for k in self.task_keys], dtype=np.int64)
+        return task_group_ids(self.task_keys)
 
     def featurize(self, featurizer: TraceFeaturizer) -> np.ndarray:
         return featurizer.transform(self.traces, [self.extents.get(k) for k in self.task_keys])
@@ -189,6 +185,88 @@ class MultiPlatformPrograms:
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index, p],
                                [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(),
                                platform_id, record_format=self.record_format)
+
+
+def task_group_ids(task_keys: list[str]) -> np.ndarray:
+    """Task index per program, numbered in order of first appearance."""
+    index: dict[str, int] = {}
+    return np.array([index.setdefault(k, len(index)) for k in task_keys], dtype=np.int64)
+
+
+def per_task_platform_labels(latencies: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """``[N, P]`` latencies (NaN = unmeasured) -> min latency of the task on that platform / latency; NaN stays."""
+    labels = np.full(latencies.shape, np.nan, dtype=np.float32)
+    for p in range(latencies.shape[1]):
+        column = latencies[:, p]
+        measured = ~np.isnan(column)
+        best = np.full(groups.max() + 1 if len(groups) else 0, np.inf)
+        np.minimum.at(best, groups[measured], column[measured])
+        labels[measured, p] = best[groups[measured]] / column[measured]
+    return labels
+
+
+class FeaturizerMismatchError(TLPError, ValueError):
+    """Featurized programs asked for with a featurizer other than the one that made them."""
+
+
+@dataclass
+class FeaturizedPrograms:
+    """Programs of one or more platforms already featurized: all that training and scoring need, with no traces.
+
+    What :mod:`tlp.features.cache` stores on disk. ``features[i]`` is program ``i`` featurized by ``featurizer``
+    (vocabularies fitted on the training programs); ``latencies[i, p]`` is its latency on ``platform_ids[p]``
+    (NaN: not measured there), as in :class:`MultiPlatformPrograms`, whose interface this follows so the estimator
+    trains from either. Nothing here imports TVM.
+    """
+
+    features: np.ndarray  # float32 [N, seq_len, width]
+    task_keys: list[str]
+    latencies: np.ndarray  # [N, P] seconds, NaN = no measurement on that platform
+    platform_ids: list[str]
+    catalogue: dict[str, dict[str, Any]]
+    featurizer: Any  # the fitted featurizer (TraceFeaturizer or AnsorStepFeaturizer) that made ``features``
+    record_format: str = METASCHEDULE_FORMAT
+    skipped: Counter = field(default_factory=Counter)
+
+    @property
+    def platform_id(self) -> str:
+        """The platform of single-platform programs (what ``TLPModel.fit_head`` trains a head for)."""
+        if len(self.platform_ids) != 1:
+            raise ValueError(f"{len(self.platform_ids)} platforms here; take one with .platform(ID)")
+        return self.platform_ids[0]
+
+    def featurize(self, featurizer: Any) -> np.ndarray:
+        """The stored features, if ``featurizer`` is the one that made them (same config and vocabularies)."""
+        if featurizer.to_json() != self.featurizer.to_json():
+            raise FeaturizerMismatchError("these programs were featurized with other vocabularies or another feature "
+                                          "config than the model's; featurize the traces again (tlp train "
+                                          "--no-feature-cache) or train a model on these features")
+        return self.features
+
+    def labels(self) -> np.ndarray:
+        return per_task_platform_labels(self.latencies, self.group_ids())
+
+    def group_ids(self) -> np.ndarray:
+        return task_group_ids(self.task_keys)
+
+    def networks_of(self, key: str) -> set[str]:
+        return set(self.catalogue.get(key, {}).get("networks", {}))
+
+    def subset(self, keep: np.ndarray, columns: list[int] | None = None) -> "FeaturizedPrograms":
+        index = np.nonzero(keep)[0]
+        columns = list(range(len(self.platform_ids))) if columns is None else columns
+        return FeaturizedPrograms(self.features[index], [self.task_keys[i] for i in index],
+                                  self.latencies[np.ix_(index, columns)], [self.platform_ids[c] for c in columns],
+                                  self.catalogue, self.featurizer, self.record_format, Counter(self.skipped))
+
+    def split_by_network(self, test_networks: set[str]) -> tuple["FeaturizedPrograms", "FeaturizedPrograms"]:
+        is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
+        return self.subset(~is_test), self.subset(is_test)
+
+    def platform(self, platform_id: str) -> "FeaturizedPrograms":
+        """The programs measured on one platform, with that platform's latency column only."""
+        p = self.platform_ids.index(platform_id)
+        return self.subset(~np.isnan(self.latencies[:, p]), [p])
 
 
 # Fewer valid programs than this on a platform cannot train a head: 4 tasks of 16 programs is the least that ranks.

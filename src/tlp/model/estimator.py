@@ -20,7 +20,7 @@ from tqdm import tqdm
 from tlp import TLPError, __version__
 from tlp.features.featurizer import FeatureConfig
 from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
-from tlp.features.tensors import LabeledPrograms, MultiPlatformPrograms
+from tlp.features.tensors import FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms, MultiPlatformPrograms
 from tlp.model.losses import LOSSES
 from tlp.model.network import ModelConfig, TLPNet
 
@@ -126,16 +126,24 @@ class TLPModel:
             wanted = "cuda" if torch.cuda.is_available() else "cpu"
         return torch.device(wanted)
 
-    def fit(self, programs: LabeledPrograms | MultiPlatformPrograms, progress: bool = True,
+    def fit(self, programs: LabeledPrograms | MultiPlatformPrograms | FeaturizedPrograms, progress: bool = True,
             on_epoch: Callable[[dict[str, float]], None] | None = None) -> TrainHistory:
         """Train on ``programs`` (one platform, or several: one head each, the sum of their losses).
 
         A random ``val_fraction`` of the *tasks* is held out for early stopping on the mean per-task top-1 of
-        every platform's head.
+        every platform's head. Traces are featurized with vocabularies fitted on them; already featurized
+        programs (the feature cache) bring their fitted featurizer, which must have this model's feature config.
         """
-        data = programs if isinstance(programs, MultiPlatformPrograms) else MultiPlatformPrograms.join([programs])
+        if isinstance(programs, FeaturizedPrograms):
+            data: MultiPlatformPrograms | FeaturizedPrograms = programs
+            if programs.featurizer.config != self.featurizer.config:
+                raise FeaturizerMismatchError(f"the programs were featurized with {programs.featurizer.config}, the "
+                                              f"model asks for {self.featurizer.config}")
+            self.featurizer = copy.deepcopy(programs.featurizer)
+        else:
+            data = programs if isinstance(programs, MultiPlatformPrograms) else MultiPlatformPrograms.join([programs])
+            self.featurizer.fit(data.traces)
         seed_everything(self.train_config.seed)
-        self.featurizer.fit(data.traces)
         self.model_config = ModelConfig(**{**asdict(self.model_config), "kind_vocab": len(self.featurizer.kinds),
                                            "string_vocab": len(self.featurizer.strings)})
         self.platforms = [p for p in data.platform_ids if p]
@@ -145,9 +153,11 @@ class TLPModel:
         self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1, **info})
         return history
 
-    def fit_head(self, programs: LabeledPrograms, copy_of: str | None = None, freeze_backbone: bool = True,
-                 backbone_lr_scale: float = 0.1, progress: bool = True) -> TrainHistory:
+    def fit_head(self, programs: LabeledPrograms | FeaturizedPrograms, copy_of: str | None = None,
+                 freeze_backbone: bool = True, backbone_lr_scale: float = 0.1, progress: bool = True) -> TrainHistory:
         """Train the head of ``programs.platform_id`` on its (few) programs, keeping the vocabularies.
+
+        ``programs``: one platform's traces, or its featurized programs made with this model's featurizer.
 
         A new platform gets a new head, initialised as a copy of ``copy_of``'s head (the nearest platform's) when
         given. ``freeze_backbone``: only the head learns; otherwise the backbone follows at ``backbone_lr_scale``
@@ -171,7 +181,8 @@ class TLPModel:
             parameters.append({"params": self.net.backbone_parameters(),
                                "lr": self.train_config.lr * backbone_lr_scale})
         try:
-            history, info = self._train(MultiPlatformPrograms.join([programs]), [head], parameters, progress, None)
+            data = programs if isinstance(programs, FeaturizedPrograms) else MultiPlatformPrograms.join([programs])
+            history, info = self._train(data, [head], parameters, progress, None)
         finally:
             for parameter in self.net.parameters():
                 parameter.requires_grad_(True)
@@ -179,8 +190,8 @@ class TLPModel:
             "freeze_backbone": freeze_backbone, "copy_of": copy_of, "best_val_top1": history.best_val_top1, **info}
         return history
 
-    def _train(self, data: MultiPlatformPrograms, heads: list[int], parameters: list[dict[str, Any]],
-               progress: bool, on_epoch: Callable[[dict[str, float]], None] | None
+    def _train(self, data: MultiPlatformPrograms | FeaturizedPrograms, heads: list[int],
+               parameters: list[dict[str, Any]], progress: bool, on_epoch: Callable[[dict[str, float]], None] | None
                ) -> tuple[TrainHistory, dict[str, Any]]:
         """The training loop: column ``p`` of ``data`` trains head ``heads[p]``; early stopping on validation."""
         assert self.net is not None

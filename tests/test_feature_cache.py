@@ -1,0 +1,140 @@
+"""The feature cache on real measured programs: exact tensors, invalidation by content, training without TVM."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tlp.dataset.store import Dataset, MeasuredProgram
+from tlp.features.cache import CACHE_FORMAT, FeatureCacheError, load_or_featurize, read_cache
+from tlp.features.featurizer import FeatureConfig, TraceFeaturizer
+from tlp.features.tensors import FeaturizerMismatchError, load_platforms
+from tlp.model.estimator import TLPModel, TrainConfig
+from tlp.model.network import ModelConfig
+
+from conftest import TLP
+
+SMALL = dict(model_config=ModelConfig(hidden=32, heads=4), train_config=TrainConfig(epochs=2, val_fraction=0.5, seed=5))
+
+
+@pytest.fixture
+def own_dataset(collected, host_platform, tmp_path):
+    """A private copy of the tiny collection (this machine's platform only): tests here change it."""
+    source, _ = collected
+    dataset = Dataset(tmp_path / "d")
+    shutil.copytree(source.path, dataset.path, ignore=lambda folder, names: [
+        n for n in names if Path(folder) == source.path and n.startswith("llvm-") and n != host_platform.id])
+    return dataset
+
+
+def test_cached_features_are_exactly_the_featurized_traces(own_dataset, host_platform, tmp_path):
+    platforms = [host_platform.id]
+    first = load_or_featurize(own_dataset, platforms, [], FeatureConfig(), cache_dir=tmp_path / "cache")
+    again = load_or_featurize(own_dataset, platforms, [], FeatureConfig(), cache_dir=tmp_path / "cache")
+    assert not first.hit and again.hit and again.path == first.path and first.path.is_file()
+
+    direct = load_platforms(own_dataset, platforms)
+    featurizer = TraceFeaturizer(FeatureConfig()).fit(direct.traces)
+    expected = direct.featurize(featurizer)
+    cached = again.programs
+    assert cached.features.dtype == np.float32
+    assert np.array_equal(cached.features.view(np.uint32), expected.view(np.uint32))  # bit for bit
+    assert np.array_equal(cached.latencies, direct.latencies, equal_nan=True)
+    assert cached.task_keys == direct.task_keys and cached.platform_ids == platforms
+    assert cached.featurizer.to_json() == featurizer.to_json()
+    assert np.array_equal(cached.labels(), direct.labels(), equal_nan=True)
+
+    # Training from the cache is training from the traces: same vocabularies, same seed, same network.
+    from_traces, from_cache = TLPModel(**SMALL), TLPModel(**SMALL)
+    from_traces.fit(direct, progress=False)
+    from_cache.fit(cached, progress=False)
+    assert np.allclose(from_cache.predict_features(expected), from_traces.predict_features(expected), atol=1e-6)
+
+
+def test_a_changed_dataset_is_never_read_from_the_cache(own_dataset, host_platform, tmp_path):
+    platforms = [host_platform.id]
+    before = load_or_featurize(own_dataset, platforms, [], FeatureConfig(), cache_dir=tmp_path / "cache")
+    store = own_dataset.store(host_platform.id)
+    program = next(iter(store.latest_programs().values()))
+    slower = [10 * t for t in program.run_secs]  # a re-measurement of one program, 10x slower
+    store.append([MeasuredProgram(program.workload_key, program.trace_json, program.args_info, slower,
+                                  meta=program.meta)])
+    after = load_or_featurize(own_dataset, platforms, [], FeatureConfig(), cache_dir=tmp_path / "cache")
+    assert not after.hit and after.path != before.path
+    changed = ~np.isclose(after.programs.latencies, before.programs.latencies)
+    assert changed.sum() == 1 and np.isclose(after.programs.latencies[changed][0], program.latency * 10)
+    # Another feature config or held-out set is another cache entry, not the same one.
+    other = load_or_featurize(own_dataset, platforms, [], FeatureConfig(seq_len=25), cache_dir=tmp_path / "cache")
+    assert not other.hit and other.path != after.path and other.programs.features.shape[1] == 25
+
+
+def test_a_model_refuses_features_made_with_other_vocabularies(own_dataset, host_platform, tmp_path):
+    cached = load_or_featurize(own_dataset, [host_platform.id], [], FeatureConfig(), cache_dir=tmp_path).programs
+    model = TLPModel(**SMALL)
+    model.fit(cached, progress=False)
+    model.featurizer.strings.tokens.append("something else")  # as if fitted on other traces
+    with pytest.raises(FeaturizerMismatchError):
+        model.fit_head(cached.platform(host_platform.id), progress=False)
+    with pytest.raises(FeaturizerMismatchError, match="featurized with"):
+        TLPModel(FeatureConfig(seq_len=25), **SMALL).fit(cached, progress=False)
+
+
+def test_a_damaged_cache_file_is_one_clear_error(tmp_path):
+    path = tmp_path / "broken.npz"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(FeatureCacheError, match="broken.npz: not a readable feature cache"):
+        read_cache(path)
+
+
+def test_training_from_the_cache_needs_no_tvm(own_dataset, host_platform, tmp_path):
+    cached = load_or_featurize(own_dataset, [host_platform.id], [], FeatureConfig(), cache_dir=tmp_path / "cache")
+    blocker = tmp_path / "no_tvm" / "tvm"
+    blocker.mkdir(parents=True)
+    # What Python raises for a package that is not installed.
+    (blocker / "__init__.py").write_text("raise ModuleNotFoundError('tvm is blocked in this test', name='tvm')\n")
+    script = textwrap.dedent(f"""
+        import json, sys
+        try:
+            import tvm
+            sys.exit("tvm imported although blocked")
+        except ImportError:
+            pass
+        from pathlib import Path
+        from tlp.features.cache import read_cache
+        from tlp.model.estimator import TLPModel, TrainConfig
+        from tlp.model.network import ModelConfig
+        programs, meta = read_cache(Path({str(cached.path)!r}))
+        model = TLPModel(model_config=ModelConfig(hidden=32, heads=4),
+                         train_config=TrainConfig(epochs=2, val_fraction=0.5, seed=1))
+        model.fit(programs, progress=False)
+        model.fit_head(programs.platform({host_platform.id!r}), freeze_backbone=True, progress=False)
+        model.save(Path({str(tmp_path / "m.pt")!r}))
+        print(json.dumps({{"format": meta["format"], "tvm_loaded": "tvm" in sys.modules,
+                          "tlp_tvm_loaded": "tlp._tvm" in sys.modules}}))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent)}  # the blocking ``tvm`` comes first on sys.path
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1]) == {"format": CACHE_FORMAT, "tvm_loaded": False,
+                                                       "tlp_tvm_loaded": False}
+    assert TLPModel.load(tmp_path / "m.pt").platforms == [host_platform.id]
+
+
+def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path):
+    def train(*extra):
+        run = subprocess.run(TLP + ["train", str(own_dataset.path), "--out", str(tmp_path / "m.pt"), "--epochs", "1",
+                                    "--hidden", "32", "--feature-cache-dir", str(tmp_path / "cache"), "-q", *extra],
+                             capture_output=True, text=True, check=False)
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)["feature_cache"]
+
+    first, second = train(), train()
+    assert first["hit"] is False and second["hit"] is True and first["path"] == second["path"]
+    assert Path(first["path"]).parent == tmp_path / "cache"
+    assert train("--no-feature-cache") == {"used": False}
