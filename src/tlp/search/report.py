@@ -30,7 +30,7 @@ def _median_seconds(run: Any, repeats: int = 20, min_total_s: float = 1.0) -> fl
     return float(np.median(times))
 
 
-def torch_eager_latency(tunable: Tunable, threads: int) -> float | None:
+def torch_eager_latency(tunable: Tunable, threads: int, repeats: int = 20, min_total_s: float = 1.0) -> float | None:
     """PyTorch eager on the same number of CPU threads (networks defined in PyTorch only)."""
     if tunable.torch_module is None:
         return None
@@ -41,9 +41,27 @@ def torch_eager_latency(tunable: Tunable, threads: int) -> float | None:
     try:
         module = tunable.torch_module.eval()
         with torch.no_grad():
-            return _median_seconds(lambda: module(*tunable.torch_inputs))
+            return _median_seconds(lambda: module(*tunable.torch_inputs), repeats, min_total_s)
     finally:
         torch.set_num_threads(previous)
+
+
+def _alternating_latencies(machine: Any, device: Any, arguments: list[Any], tunable: Tunable, threads: int,
+                           rounds: int = 5) -> tuple[float, float | None]:
+    """Median end-to-end seconds of the compiled network and of PyTorch eager, timed in alternating rounds.
+
+    Alternating spreads whatever else the machine is doing over both sides (timing one after the other once gave
+    PyTorch 93 ms against 1.7 ms minutes earlier, while another job loaded the cores).
+    """
+    evaluator = machine.time_evaluator("main", device, number=1, repeat=4, min_repeat_ms=50)
+    compiled: list[float] = []
+    eager: list[float] = []
+    for _ in range(rounds):
+        compiled.extend(evaluator(*arguments).results)
+        latency = torch_eager_latency(tunable, threads, repeats=4, min_total_s=0.05)
+        if latency is not None:
+            eager.append(latency)
+    return float(np.median(compiled)), (float(np.median(eager)) if eager else None)
 
 
 def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any) -> dict[str, Any]:
@@ -82,10 +100,8 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         reference = torch_outputs(tunable.torch_module, tunable.torch_inputs)
         names = tunable.output_names or [f"output{i}" for i in range(len(reference))]
         numerics = compare_outputs(names, compiled, reference)
-    evaluator = machine.time_evaluator("main", device, number=1, repeat=20, min_repeat_ms=200)
-    latency = float(np.median(evaluator(*arguments).results))
     threads = int(target_json.get("num-cores", 1))
-    eager = torch_eager_latency(tunable, threads)
+    latency, eager = _alternating_latencies(machine, device, arguments, tunable, threads)
     result = {"compiled": [str(path)], "end_to_end_s": latency, "torch_eager_s": eager,
               "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads}
     if numerics is not None:
