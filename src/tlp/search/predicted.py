@@ -1,0 +1,268 @@
+"""Zero-measurement schedules: the TLP model's top-ranked program of a short search that measures nothing.
+
+Tasks that get no measured trials (``tlp tune --top-tasks``, tiny budgets) would otherwise compile with TVM's
+unscheduled default (no parallelism, no vectorization, no tiling). Here MetaSchedule's ``EvolutionarySearch`` runs
+on the task's ``post-order-apply`` design spaces with the TLP cost model for one or a few rounds, and nothing is
+built or run: no results are fed back, so the search is guided by the model alone. The candidates of a round come
+out ranked by the model (``eps_greedy=0``: no random picks mixed in); the best-scored one across rounds that
+compiles is the task's *predicted* schedule.
+
+Where the picks live: a separate MetaSchedule ``JSONDatabase`` (``WORK/predicted/``) whose records carry **no**
+``run_secs``. That is the honest form (nothing was measured) and a safety: MetaSchedule's own databases skip
+records without run times, so even a stock ``JSONDatabase`` opened on that folder never serves them as tuned
+results. :class:`PredictedDatabase` serves them (read-only), and :func:`measured_then_predicted` puts it behind
+the measured database, so a task with a valid measured record always compiles with that.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tlp import TLPError, one_line
+from tlp._tvm import ms, structural_hash, tvm
+import tvm_ffi
+from tvm.ir.utils import derived_object
+from tlp.workloads.task import Task
+
+PREDICTED_DIR = "predicted"  # under a tuning work dir
+MANIFEST = "predicted.json"  # per task: how the pick was made (the JSONDatabase files hold the schedules)
+NOT_MEASURED = "predicted by the cost model, not measured: these records carry no run time"
+
+
+class PredictedDatabaseError(TLPError):
+    """A predicted-schedule database that cannot be used as one."""
+
+
+@dataclass
+class PredictionConfig:
+    """How long the zero-measurement search of one task may run.
+
+    One round is one ``generate_measure_candidates`` of ``EvolutionarySearch`` (sample ``population`` programs,
+    evolve them ``genetic_iters`` times under the model, keep the ``keep`` best). More rounds start only while the
+    task's time (``seconds_per_task``) allows another round as long as the first one took; one round always runs.
+    """
+
+    population: int = 128
+    genetic_iters: int = 2
+    keep: int = 16
+    max_rounds: int = 3
+    seconds_per_task: float = 10.0
+    build_tries: int = 4  # best-ranked candidates tried in turn until one compiles
+    seed: int = 1
+
+
+@dataclass
+class Prediction:
+    """The outcome for one task."""
+
+    task: str
+    workload_hash: str  # MetaSchedule's structural hash of the task (its key in the databases)
+    scheduled: bool  # False: no candidate compiled (the task keeps TVM's default)
+    seconds: float
+    rounds: int = 0
+    candidates_ranked: int = 0
+    score: float | None = None  # the model's score of the pick (calibrated, only comparable within the task)
+    rank_tried: int | None = None  # 0: the top-ranked candidate compiled; k: the k best before it failed to build
+    error: str = ""
+    reused: bool = False  # found in WORK/predicted from an earlier run: no search this time
+
+
+# ---- the search --------------------------------------------------------------------------------------------
+def _context(task: Task, target: Any, config: PredictionConfig, seed: int) -> Any:
+    cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
+    strategy = ms.search_strategy.EvolutionarySearch(
+        population_size=config.population, init_min_unmeasured=config.population,
+        genetic_num_iters=config.genetic_iters, eps_greedy=0.0)
+    return ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
+                          task_name=task.name, rand_state=seed, num_threads=cores)
+
+
+def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: PredictionConfig
+                       ) -> tuple[list[tuple[float, Any]], int]:
+    """(score, schedule) of the candidates of up to ``max_rounds`` rounds, best first; and the rounds run."""
+    scored: list[tuple[float, Any]] = []
+    started = time.monotonic()
+    rounds = 0
+    while rounds < config.max_rounds:
+        round_started = time.monotonic()
+        context = _context(task, target, config, config.seed + rounds)
+        spaces = context.space_generator.generate_design_space(context.mod)
+        strategy = context.search_strategy
+        # An empty in-memory database: the search sees no measured program, and nothing it does is stored.
+        strategy.pre_tuning(max_trials=config.keep, num_trials_per_iter=config.keep, design_spaces=spaces,
+                            database=ms.database.MemoryDatabase(), cost_model=cost_model)
+        try:
+            candidates = list(strategy.generate_measure_candidates() or [])
+        finally:
+            strategy.post_tuning()
+        rounds += 1
+        if candidates:
+            # Scored again here because the strategy does not return its scores; the model's per-task calibration
+            # is fixed on its first batch, so scores of different rounds are comparable.
+            scores = cost_model.predict(context, candidates)
+            scored.extend((float(s), c.sch) for s, c in zip(scores, candidates))
+        spent = time.monotonic() - started
+        if spent + (time.monotonic() - round_started) > config.seconds_per_task:
+            break
+    scored.sort(key=lambda item: -item[0])
+    return scored, rounds
+
+
+def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
+                     config: PredictionConfig | None = None) -> tuple[Prediction, Any]:
+    """The cost model's zero-measurement schedule of ``task`` and how it was found.
+
+    Returns ``(prediction, record)``; ``record`` is a MetaSchedule ``TuningRecord`` without ``run_secs`` (``None``
+    when no candidate compiled). Nothing is measured: candidates are compiled (the pick must build) but never run.
+    """
+    config = config or PredictionConfig()
+    target = tvm.target.Target(target_json)
+    workload = ms.database.Workload(task.mod)
+    key = str(ms.utils.shash2hex(task.mod))
+    started = time.monotonic()
+    prediction = Prediction(task=task.name, workload_hash=key, scheduled=False, seconds=0.0)
+    try:
+        ranked, prediction.rounds = _ranked_candidates(task, target, cost_model, config)
+    except Exception as error:  # pylint: disable=broad-except  # a task MetaSchedule cannot search keeps the default
+        prediction.error = f"search failed: {one_line(error)}"
+        prediction.seconds = round(time.monotonic() - started, 2)
+        return prediction, None
+    prediction.candidates_ranked = len(ranked)
+    record = None
+    for rank, (score, schedule) in enumerate(ranked[:config.build_tries]):
+        try:
+            tvm.compile(schedule.mod, target=target)
+        except Exception as error:  # pylint: disable=broad-except  # the next-ranked candidate is tried
+            prediction.error = f"rank {rank} did not build: {one_line(error)}"
+            continue
+        record = ms.database.TuningRecord(schedule.trace, workload, run_secs=None, target=target,
+                                          args_info=ms.arg_info.ArgInfo.from_prim_func(_prim_func(task.mod)))
+        prediction.scheduled, prediction.score, prediction.rank_tried, prediction.error = True, score, rank, ""
+        break
+    if not ranked:
+        prediction.error = "the search produced no candidate"
+    prediction.seconds = round(time.monotonic() - started, 2)
+    return prediction, record
+
+
+def _prim_func(mod: Any) -> Any:
+    functions = [f for _, f in mod.functions.items()]
+    return functions[0]
+
+
+# ---- the database ------------------------------------------------------------------------------------------
+@derived_object
+class PredictedDatabase(ms.database.PyDatabase):
+    """Read-only MetaSchedule database of predicted (never measured) schedules, loaded from ``WORK/predicted``.
+
+    Records have no ``run_secs``, so MetaSchedule's own databases would never return them; this one returns a
+    task's record whenever it has one. Put it *after* the measured database (:func:`measured_then_predicted`).
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        super().__init__()
+        self.folder = Path(folder)
+        self._by_hash: dict[int, list[Any]] = {}
+        if (self.folder / "database_workload.json").exists():
+            try:
+                stored = ms.database.JSONDatabase(work_dir=str(self.folder), module_equality="structural")
+                records = list(stored.get_all_tuning_records())
+            except Exception as error:  # pylint: disable=broad-except  # corrupt files: one line naming them
+                raise PredictedDatabaseError(f"{self.folder}: not a readable predicted-schedule database "
+                                             f"({one_line(error)}); delete the folder to predict again") from None
+            for record in records:
+                if record.run_secs is not None:
+                    raise PredictedDatabaseError(f"{self.folder}: holds a record with run times; predicted "
+                                                 "schedules carry none, so this is not a predicted database")
+                self._by_hash.setdefault(structural_hash(record.workload.mod), []).append(record)
+
+    def _find(self, mod: Any) -> Any:
+        for record in self._by_hash.get(structural_hash(mod), []):
+            if tvm_ffi.structural_equal(record.workload.mod, mod):
+                return record
+        return None
+
+    def has_workload(self, mod: Any) -> bool:
+        return self._find(mod) is not None
+
+    def commit_workload(self, mod: Any) -> Any:
+        record = self._find(mod)
+        return record.workload if record is not None else ms.database.Workload(mod)
+
+    def commit_tuning_record(self, record: Any) -> None:
+        raise PredictedDatabaseError(f"{self.folder}: the predicted-schedule database is read-only; measured "
+                                     "records belong in the tuning database")
+
+    def get_top_k(self, workload: Any, top_k: int) -> list[Any]:
+        record = self._find(workload.mod)
+        return [record] if record is not None and top_k > 0 else []
+
+    def get_all_tuning_records(self) -> list[Any]:
+        return [record for records in self._by_hash.values() for record in records]
+
+    def query_tuning_record(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
+        return self._find(mod)
+
+    def query_schedule(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
+        record = self._find(mod)
+        if record is None:
+            return None
+        schedule = tvm.s_tir.Schedule(mod, debug_mask=0)
+        record.trace.apply_to_schedule(schedule, remove_postproc=False)
+        return schedule
+
+    def query_ir_module(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
+        schedule = self.query_schedule(mod, target, workload_name)
+        return schedule.mod if schedule is not None else None
+
+    def __len__(self) -> int:
+        return sum(len(records) for records in self._by_hash.values())
+
+
+def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) -> Any:
+    """One database for compiling: a task's measured record when it has a valid one, else its predicted one."""
+    if predicted is None or len(predicted) == 0:
+        return measured
+    return ms.database.OrderedUnionDatabase(measured, predicted)
+
+
+# ---- a whole tuning run ------------------------------------------------------------------------------------
+def predict_missing(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any],
+                    work_dir: str | Path, cost_model: Any, config: PredictionConfig | None = None
+                    ) -> tuple[PredictedDatabase, list[Prediction]]:
+    """Predicted schedules for the tasks without a valid measured latency, stored in ``work_dir/predicted``.
+
+    A task predicted by an earlier run (same folder) is reused, not searched again. Returns the database of all
+    predicted records and one :class:`Prediction` per task that needed one.
+    """
+    folder = Path(work_dir) / PREDICTED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest_path = folder / MANIFEST
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    existing = PredictedDatabase(folder)
+    store = None
+    predictions = []
+    for task, best in zip(tasks, measured_best):
+        if best is not None:
+            continue
+        if existing.has_workload(task.mod):
+            earlier = manifest.get("tasks", {}).get(str(ms.utils.shash2hex(task.mod)), {})
+            predictions.append(Prediction(**{**earlier, "task": task.name, "seconds": 0.0, "reused": True,
+                                             "workload_hash": str(ms.utils.shash2hex(task.mod)),
+                                             "scheduled": True}))
+            continue
+        prediction, record = predict_schedule(task, target_json, cost_model, config)
+        predictions.append(prediction)
+        if record is not None:
+            store = store or ms.database.JSONDatabase(work_dir=str(folder), module_equality="structural")
+            # Re-made on the workload the JSON files index (the record's own is an equal, separate object).
+            store.commit_tuning_record(ms.database.TuningRecord(record.trace, store.commit_workload(task.mod),
+                                                                None, record.target, record.args_info))
+        manifest.setdefault("tasks", {})[prediction.workload_hash] = asdict(prediction)
+    manifest["what"] = NOT_MEASURED
+    manifest_path.write_text(json.dumps(manifest, indent=1))
+    return PredictedDatabase(folder), predictions
