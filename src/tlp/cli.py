@@ -365,7 +365,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
-                        measure=MeasureConfig(run_timeout_s=args.run_timeout), dataset=args.dataset)
+                        measure=MeasureConfig(run_timeout_s=args.run_timeout), dataset=args.dataset,
+                        predicted_schedules=not args.no_predicted_schedules)
     # MetaSchedule logs to stdout (and Droplet prints there); stdout is for the report alone.
     with contextlib.redirect_stdout(sys.stderr):
         report = tune(tunable, target, work_dir, config)
@@ -512,7 +513,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--trials", type=int, default=200, help="measured candidates in all (all tasks)")
     tune_verb.add_argument("--trials-per-task", type=int)
     tune_verb.add_argument("--top-tasks", type=int, metavar="N",
-                           help="tune only the N heaviest tasks (weight x FLOPs); the rest keep default schedules")
+                           help="tune only the N heaviest tasks (weight x FLOPs); the rest get the TLP model's "
+                                "zero-measurement schedules")
+    tune_verb.add_argument("--no-predicted-schedules", action="store_true",
+                           help="tasks without a measured program keep TVM's default schedule instead of the TLP "
+                                "model's top-ranked one from a short unmeasured search")
     tune_verb.add_argument("--trials-per-iter", type=int, default=32, help="candidates measured per search round")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")

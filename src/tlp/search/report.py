@@ -152,16 +152,41 @@ def plot_curve(history_path: Path, weights: list[int], out: Path, title: str) ->
     return out
 
 
+def _schedule_label(task: dict[str, Any]) -> str:
+    """What the compiled program runs for a task (reports written before predicted schedules: measured)."""
+    kind = task.get("schedule", "measured" if task.get("best_latency_s") else "default")
+    label = {"measured": "measured", "predicted": "predicted (0 measurements)", "default": "TVM default"}[kind]
+    return label if task.get("tuned", True) else f"{label}, not tuned (--top-tasks)"
+
+
+def _format_predicted(report: dict[str, Any]) -> list[str]:
+    """The zero-measurement schedules' line: how many, how long, and that nothing of them was measured."""
+    predicted = report.get("predicted")
+    if not predicted or not predicted["tasks"]:
+        return []
+    made = [t for t in predicted["tasks"] if t["scheduled"] and not t.get("reused")]
+    reused = [t for t in predicted["tasks"] if t.get("reused")]
+    failed = [t for t in predicted["tasks"] if not t["scheduled"]]
+    lines = [f"\nzero-measurement schedules: {len(made)} task{'s' if len(made) != 1 else ''} in "
+             f"{predicted['seconds']:.1f} s" + (f" ({len(reused)} reused)" if reused else "")
+             + f", TLP's top-ranked program of an unmeasured search, {predicted['what']} ({predicted['database']})"]
+    for task in failed:
+        lines.append(f"  {task['task']}: TVM default kept ({task['error']})")
+    return lines
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The result table ``tlp tune`` prints."""
     lines = [f"{report['source']}: {report['trials']} trials in the database ({report['wall_s']:.0f} s in this run, "
              f"cost model {report['config']['cost_model']})", ""]
     width = max([len(t["name"]) for t in report["tasks"]] + [4])
-    lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS")
+    lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS  schedule")
     for task in report["tasks"]:
         best = f"{task['best_latency_s'] * 1e3:9.4f}" if task["best_latency_s"] else "        -"
         gflops = f"{task['gflops']:8.1f}" if task["gflops"] else "       -"
-        lines.append(f"{task['name'].ljust(width)}  {task['weight']:6d}  {task['trials']:6d}  {best}  {gflops}")
+        lines.append(f"{task['name'].ljust(width)}  {task['weight']:6d}  {task['trials']:6d}  {best}  {gflops}  "
+                     f"{_schedule_label(task)}")
+    lines.extend(_format_predicted(report))
     if "tasks_latency_s" in report:
         lines.append(f"\nΣ weight × task latency: {report['tasks_latency_s'] * 1e3:.3f} ms")
     lines.extend(format_dominant_tasks(report.get("dominant_tasks", [])))

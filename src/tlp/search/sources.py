@@ -46,25 +46,35 @@ class Tunable:
     torch_inputs: tuple[Any, ...] = ()
     output_names: list[str] = field(default_factory=list)  # names of the network's outputs, in order
     notes: list[str] = field(default_factory=list)  # what the import changed (dropped outputs, rewritten ops)
+    # Tasks of the program set aside by ``top_tasks``: not searched, but still scheduled (predicted schedules,
+    # tlp.search.predicted) and compiled with the rest.
+    untuned: list[Task] = field(default_factory=list)
 
     @property
     def is_network(self) -> bool:
         return self.relax_mod is not None
 
+    @property
+    def all_tasks(self) -> list[Task]:
+        """Every task of the program: those to tune, then those ``top_tasks`` set aside."""
+        return self.tasks + self.untuned
+
     def top_tasks(self, count: int) -> "Tunable":
         """The same program with only its ``count`` heaviest tasks (weight × FLOPs) to tune.
 
-        Tuning a network's few dominant kernels is how one gets most of its speed-up on a small budget; the other
-        kernels keep TVM's default schedules when the network is compiled.
+        Tuning a network's few dominant kernels is how one gets most of its speed-up on a small budget. The other
+        tasks are kept aside in ``untuned``: ``tlp tune`` gives them the cost model's zero-measurement schedules
+        (or, with those turned off, TVM's defaults) when the network is compiled.
         """
         if count <= 0:
             raise SourceError(f"{self.name}: --top-tasks must be positive, got {count}")
         if count >= len(self.tasks):
             return self
-        ranked = sorted(range(len(self.tasks)), key=lambda i: self.tasks[i].weight * self.tasks[i].flops,
-                        reverse=True)[:count]
-        kept = [self.tasks[i] for i in sorted(ranked)]  # keep extraction order
-        return dataclasses.replace(self, name=f"{self.name}-top{count}", tasks=kept)
+        ranked = set(sorted(range(len(self.tasks)), key=lambda i: self.tasks[i].weight * self.tasks[i].flops,
+                            reverse=True)[:count])
+        kept = [task for i, task in enumerate(self.tasks) if i in ranked]  # keep extraction order
+        aside = [task for i, task in enumerate(self.tasks) if i not in ranked]
+        return dataclasses.replace(self, name=f"{self.name}-top{count}", tasks=kept, untuned=self.untuned + aside)
 
 
 def resolve(spec: str, target: dict[str, Any], fast_math: bool = True) -> Tunable:

@@ -6,6 +6,10 @@ worker, and index-safe argument filling; see :mod:`tlp._tvm`). The work director
 ``JSONDatabase`` files, so the result is reusable by any MetaSchedule tool, and ``history.jsonl``, one line per
 measured batch, from which the best-latency-vs-trials curve is drawn. Re-running the same command continues: trials
 already in the database count against the budget.
+
+After the search, every task without a valid measured program (tasks ``--top-tasks`` set aside, tasks a small
+budget never reached) gets the TLP model's zero-measurement schedule (:mod:`tlp.search.predicted`, stored apart in
+``WORK/predicted``), and the network is compiled with measured records first, predicted ones for the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import json
 import signal
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,7 +33,10 @@ from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
+from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
+                                  measured_then_predicted, predict_missing)
 from tlp.search.sources import Tunable
+from tlp.workloads.task import Task
 
 COST_MODELS = ("tlp", "xgb", "mlp", "random")
 
@@ -52,6 +60,10 @@ class TuneConfig:
     compile: bool = True  # compile the result (and time networks end to end) for the report
     dataset: str | None = None  # append every measured candidate to this dataset (tlp.dataset.tuning)
     measure: MeasureConfig = field(default_factory=MeasureConfig)
+    # Tasks left without a valid measured program get the TLP model's zero-measurement schedule (False: TVM's
+    # default schedule, as before).
+    predicted_schedules: bool = True
+    prediction: PredictionConfig = field(default_factory=PredictionConfig)
 
 
 @dataclass
@@ -61,6 +73,8 @@ class TaskResult:
     flops: float
     trials: int
     best_latency_s: float | None
+    tuned: bool = True  # False: set aside by --top-tasks (never searched)
+    schedule: str = "measured"  # what the compiled program uses: measured, predicted (not measured) or default
 
     @property
     def gflops(self) -> float | None:
@@ -150,14 +164,14 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig)
             for i, (task, logger) in enumerate(zip(tunable.tasks, loggers))]
 
 
-def _measured_per_task(database: Any, tunable: Tunable) -> tuple[list[int], list[float | None]]:
+def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], list[float | None]]:
     """Trials already stored per task and the best latency among them (a re-run continues from these)."""
     counts: list[int] = []
     best: list[float | None] = []
     by_key: dict[str, list[Any]] = {}
     for record in database.get_all_tuning_records():
         by_key.setdefault(str(ms.utils.shash2hex(record.workload.mod)), []).append(record)
-    for task in tunable.tasks:
+    for task in tasks:
         records = by_key.get(str(ms.utils.shash2hex(task.mod)), [])
         counts.append(len(records))
         valid = [latency for latency in (mean_latency(r.run_secs) for r in records) if latency is not None]
@@ -174,7 +188,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     target = tvm.target.Target(target_json)
     _check_database_target(work_dir, target_json)
     database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
-    done_per_task, best = _measured_per_task(database, tunable)
+    done_per_task, best = _measured_per_task(database, tunable.tasks)
     done = sum(done_per_task)
     remaining = max(0, config.trials - done)
     names = [t.name for t in tunable.tasks]
@@ -213,7 +227,12 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     if config.post_optimization and not interrupted:
         _post_optimize(work_dir, target, config.post_optimization_trials)
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
-    report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started)
+    predicted, predictions = None, []
+    if config.predicted_schedules and not interrupted:
+        predicted, predictions = _predict_missing(tunable, target_json, work_dir, database, config)
+    report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started, predicted)
+    if config.predicted_schedules and not interrupted:
+        report["predicted"] = _predicted_summary(predictions, work_dir)
     report["interrupted"] = interrupted
     if hasattr(cost_model, "head_platform"):
         # Which platform's head ranked the candidates (MTL-TLP), and whether it is this platform's own.
@@ -231,6 +250,32 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     if interrupted:
         raise TuneInterrupted(f"interrupted; {work_dir} keeps every measured trial (re-run to continue)")
     return report
+
+
+def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any,
+                     config: TuneConfig) -> tuple[PredictedDatabase, list[Any]]:
+    """Zero-measurement schedules for every task of the program without a valid measured record.
+
+    Always ranked by the TLP model (also when the search used another cost model): a fresh one, so the search's
+    cost-model timings in the report stay the search's own.
+    """
+    from tlp.search.cost_model import TLPCostModel  # pylint: disable=import-outside-toplevel
+
+    tasks = tunable.all_tasks
+    _, best = _measured_per_task(database, tasks)
+    if all(latency is not None for latency in best):
+        return PredictedDatabase(work_dir / PREDICTED_DIR), []
+    model_path = config.model_path if config.cost_model == "tlp" else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a platform-mismatch warning was already shown for the search
+        cost_model = TLPCostModel(model_path, target=target_json)
+    return predict_missing(tasks, best, target_json, work_dir, cost_model, config.prediction)
+
+
+def _predicted_summary(predictions: list[Any], work_dir: Path) -> dict[str, Any]:
+    return {"what": NOT_MEASURED, "database": str(work_dir / PREDICTED_DIR),
+            "seconds": round(sum(p.seconds for p in predictions), 1),
+            "tasks": [asdict(p) for p in predictions]}
 
 
 def _check_database_target(work_dir: Path, target_json: dict[str, Any]) -> None:
@@ -281,17 +326,22 @@ def _post_optimize(work_dir: Path, target: Any, trials: int) -> None:
 
 # ---- report ------------------------------------------------------------------------------------------------
 def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any, config: TuneConfig,
-                 wall_s: float) -> dict[str, Any]:
+                 wall_s: float, predicted: PredictedDatabase | None = None) -> dict[str, Any]:
+    """The report of a tuning run; the program is compiled with ``database``'s measured records first, then
+    ``predicted``'s (tasks with neither keep TVM's default schedule)."""
     from tlp.search.report import compile_and_time, plot_curve  # pylint: disable=import-outside-toplevel
 
-    counts, best = _measured_per_task(database, tunable)
-    tasks = [TaskResult(t.name, int(t.weight), float(t.flops), n, b)
-             for t, n, b in zip(tunable.tasks, counts, best)]
+    all_counts, all_best = _measured_per_task(database, tunable.all_tasks)
+    counts, best = all_counts[:len(tunable.tasks)], all_best[:len(tunable.tasks)]
+    every = [TaskResult(t.name, int(t.weight), float(t.flops), n, b, tuned=i < len(tunable.tasks),
+                        schedule=_schedule_kind(t, b, predicted))
+             for i, (t, n, b) in enumerate(zip(tunable.all_tasks, all_counts, all_best))]
+    tasks = every[:len(tunable.tasks)]
     report: dict[str, Any] = {
         "source": tunable.name, "target": target_json, "work_dir": str(work_dir),
         "config": {k: v for k, v in asdict(config).items() if k != "measure"},
-        "trials": sum(counts), "wall_s": round(wall_s, 1),
-        "tasks": [{**asdict(t), "gflops": t.gflops} for t in tasks],
+        "trials": sum(all_counts), "wall_s": round(wall_s, 1),
+        "tasks": [{**asdict(t), "gflops": t.gflops} for t in every],
     }
     if tunable.notes:
         report["import_notes"] = list(tunable.notes)  # e.g. a KV cache dropped for export, bool ops rewritten
@@ -302,8 +352,16 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
 
         report["dominant_tasks"] = dominant_tasks(tunable.tasks, best, target_json)
     if config.compile:
-        report.update(compile_and_time(tunable, target_json, work_dir, database))
+        report.update(compile_and_time(tunable, target_json, work_dir, measured_then_predicted(database, predicted)))
     curve = plot_curve(work_dir / "history.jsonl", [t.weight for t in tasks], work_dir / "curve.png", tunable.name)
     if curve:
         report["curve_png"] = str(curve)
     return report
+
+
+def _schedule_kind(task: Task, best: float | None, predicted: PredictedDatabase | None) -> str:
+    if best is not None:
+        return "measured"
+    if predicted is not None and predicted.has_workload(task.mod):
+        return "predicted"
+    return "default"

@@ -1,0 +1,141 @@
+"""Zero-measurement schedules: the TLP model's pick of an unmeasured search builds, runs, computes what TVM's
+default computes, lives apart from the measured database, and fills in the tasks ``--top-tasks`` sets aside."""
+
+import json
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import tvm_ffi
+
+from tlp._tvm import ms, tvm
+from tlp.search.predicted import (PREDICTED_DIR, PredictedDatabase, PredictedDatabaseError, PredictionConfig,
+                                  measured_then_predicted, predict_missing, predict_schedule)
+
+QUICK = PredictionConfig(population=32, genetic_iters=1, keep=8, max_rounds=1)
+
+
+@pytest.fixture(scope="module")
+def tlp_model(host_platform):
+    from tlp.search.cost_model import TLPCostModel
+
+    with warnings.catch_warnings():  # a platform-mismatch warning depends on the machine; not checked here
+        warnings.simplefilter("ignore")
+        return TLPCostModel(target=host_platform.target)
+
+
+def _dense_task(host_platform):
+    from tlp.workloads import load_tasks
+
+    return load_tasks(["dense_64x64x64"], host_platform.target)[0]
+
+
+def _run(mod, target, inputs):
+    library = tvm.compile(mod, target=target)
+    device = tvm.cpu()
+    arrays = [tvm.runtime.tensor(a, device) for a in inputs]
+    library["main"](*arrays)
+    return arrays[-1].numpy()
+
+
+def test_pick_builds_runs_and_matches_the_default(tmp_path, host_platform, tlp_model):
+    task = _dense_task(host_platform)
+    target = tvm.target.Target(host_platform.target)
+    prediction, record = predict_schedule(task, host_platform.target, tlp_model, QUICK)
+    assert prediction.scheduled and record is not None and record.run_secs is None  # nothing measured
+    assert prediction.rank_tried == 0 and prediction.candidates_ranked >= 1 and prediction.score is not None
+
+    database, predictions = predict_missing([task], [None], host_platform.target, tmp_path, tlp_model, QUICK)
+    assert [p.task for p in predictions] == [task.name] and len(database) == 1
+    schedule = ms.tir_integration.compile_tir(database, task.mod, target)
+    assert schedule is not None and not tvm_ffi.structural_equal(schedule.mod, task.mod)  # scheduled, not default
+    rng = np.random.default_rng(0)
+    shapes = [[int(d) for d in info.shape] for info in ms.arg_info.ArgInfo.from_prim_func(task.mod["main"])]
+    inputs = [rng.standard_normal(shape).astype("float32") for shape in shapes[:-1]] + [np.zeros(shapes[-1], "float32")]
+    predicted_out = _run(schedule.mod, target, [a.copy() for a in inputs])
+    default_out = _run(task.mod, target, [a.copy() for a in inputs])
+    np.testing.assert_allclose(predicted_out, default_out, rtol=1e-5, atol=1e-4)
+
+    # Apart from the measured database: a stock JSONDatabase (what the measured one is) never serves the
+    # predicted records, and the measured database stays empty.
+    stock = ms.database.JSONDatabase(work_dir=str(tmp_path / PREDICTED_DIR), module_equality="structural")
+    assert stock.query_tuning_record(task.mod, target, task.name) is None
+    measured_dir = tmp_path / "measured"
+    measured_dir.mkdir()
+    measured = ms.database.JSONDatabase(work_dir=str(measured_dir), module_equality="structural")
+    combined = measured_then_predicted(measured, database)
+    assert ms.tir_integration.compile_tir(combined, task.mod, target) is not None
+    assert len(measured.get_all_tuning_records()) == 0
+    with pytest.raises(Exception, match="read-only"):
+        database.commit_tuning_record(record)  # nothing reaches the predicted files through MetaSchedule
+    with pytest.raises(Exception):
+        combined.commit_tuning_record(record)  # nor the measured ones through the combined database
+    assert len(measured.get_all_tuning_records()) == 0 and len(PredictedDatabase(tmp_path / PREDICTED_DIR)) == 1
+
+    # A second run reuses the stored pick; a task with a measured latency gets no prediction at all.
+    _, again = predict_missing([task], [None], host_platform.target, tmp_path, tlp_model, QUICK)
+    assert again[0].reused and again[0].seconds == 0.0
+    _, none = predict_missing([task], [1e-5], host_platform.target, tmp_path / "other", tlp_model, QUICK)
+    assert none == []
+    manifest = json.loads((tmp_path / PREDICTED_DIR / "predicted.json").read_text())
+    assert "not measured" in manifest["what"]
+
+
+def test_a_measured_database_is_refused_as_predicted(tmp_path, host_platform):
+    task = _dense_task(host_platform)
+    target = tvm.target.Target(host_platform.target)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path), module_equality="structural")
+    space = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
+                           num_threads=1).space_generator.generate_design_space(task.mod)[0]
+    database.commit_tuning_record(ms.database.TuningRecord(
+        space.trace, database.commit_workload(task.mod), [1e-5], target,
+        ms.arg_info.ArgInfo.from_prim_func(task.mod["main"])))
+    with pytest.raises(PredictedDatabaseError, match="run times"):
+        PredictedDatabase(tmp_path)
+
+
+TORCH_MLP = '''
+import torch
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 64)
+        self.out = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.fc(x)))
+
+torch.manual_seed(0)
+model = MLP()
+example_inputs = (torch.randn(8, 64),)
+'''
+
+
+# A real (tiny) tuning run, an unmeasured search and two compilations: ~25 s on 2 busy cores.
+def test_top_tasks_network_compiles_with_predicted_schedules(tmp_path, host_platform):
+    from tlp.dataset.measure import MeasureConfig
+    from tlp.search.report import format_report
+    from tlp.search.sources import resolve
+    from tlp.search.tune import TuneConfig, tune
+
+    source = tmp_path / "mlp.py"
+    source.write_text(textwrap.dedent(TORCH_MLP))
+    network = resolve(str(source), host_platform.target, fast_math=False).top_tasks(1)
+    assert len(network.tasks) == 1 and len(network.untuned) == len(network.all_tasks) - 1 >= 1
+    config = TuneConfig(trials=2, trials_per_iter=2, population=32, prediction=QUICK,
+                        measure=MeasureConfig(repeat=3, min_repeat_ms=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = tune(network, host_platform.target, tmp_path / "work", config)
+    kinds = {task["name"]: (task["tuned"], task["schedule"]) for task in report["tasks"]}
+    assert kinds == {**{t.name: (True, "measured") for t in network.tasks},
+                     **{t.name: (False, "predicted") for t in network.untuned}}
+    assert report["numerics"]["ok"] and report["end_to_end_s"] > 0
+    assert report["predicted"]["seconds"] > 0 and "not measured" in report["predicted"]["what"]
+    assert "predicted (0 measurements)" in format_report(report)
+    # The measured database holds only measured records, of the tuned task only.
+    measured = ms.database.JSONDatabase(work_dir=str(tmp_path / "work"), module_equality="structural")
+    assert all(record.run_secs is not None for record in measured.get_all_tuning_records())
+    assert not any(measured.has_workload(t.mod) for t in network.untuned)
