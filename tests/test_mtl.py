@@ -97,8 +97,19 @@ def test_fit_head_adds_a_platform_and_leaves_the_others(two_platforms, tiny_chec
 def test_packaged_single_decoder_checkpoint_loads_as_one_head():
     from tlp.models import model_path
 
-    model = TLPModel.load(model_path())
+    model = TLPModel.load(model_path("tlp-cpu-small"))  # still in the single-decoder format 1
     assert len(model.net.heads) == 1 and len(model.platforms) == 1
+
+
+def test_packaged_default_has_a_head_per_dataset_platform():
+    from tlp.models import model_path
+
+    model = TLPModel.load(model_path())
+    platforms = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "datasets" / "tlp-cpu").iterdir()
+                       if p.is_dir())
+    assert sorted(model.platforms) == platforms and len(model.net.heads) == len(platforms)
+    assert model.platforms[0] == "llvm-znver3-2c-1ceb2015"  # the single-platform model's head, unchanged
+    assert set(model.meta["platform_info"]) == set(platforms)
 
 
 def test_tlp_train_platforms_writes_every_head(two_platforms, tmp_path):
