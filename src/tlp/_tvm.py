@@ -125,6 +125,7 @@ def to_plain(value: Any) -> Any:
 
 
 from tvm.s_tir.schedule.trace import _json_from_tvm  # noqa: E402  pylint: disable=wrong-import-position
+from tvm.ir.prim.expr import IntImm as _IntImm  # noqa: E402  pylint: disable=wrong-import-position
 
 _TRACE_AS_JSON = tvm_ffi.get_global_func("s_tir.schedule.TraceAsJSON")
 _STRUCTURAL_HASH = tvm_ffi.get_global_func("ffi.StructuralHash")
@@ -140,6 +141,21 @@ def clear_trace_caches() -> None:
     _TRACE_CACHE.clear()
 
 
+def _plain_decision(value: Any) -> Any:
+    """``to_plain`` of one decision (or its instruction index), about 2x faster on what decisions hold.
+
+    Decisions are ints (``SampleCategorical``'s index) and arrays of ints (``SamplePerfectTile``'s factors),
+    instruction indices are ``IntImm``: those take the short path, anything else TVM's converter and ``to_plain``.
+    """
+    if type(value) is int:  # pylint: disable=unidiomatic-typecheck  # bool is an int subclass: to_plain's path
+        return value
+    if isinstance(value, tvm_ffi.Array):
+        return [_plain_decision(item) for item in value]
+    if isinstance(value, _IntImm):
+        return to_plain(value.value)
+    return to_plain(_json_from_tvm(value))
+
+
 def trace_json(trace: Any) -> Any:
     """``to_plain(trace.as_json())``, about 9x faster: the cost model calls this for every candidate of a search.
 
@@ -150,7 +166,7 @@ def trace_json(trace: Any) -> Any:
     lists are shared between calls: treat them as read-only.
     """
     insts_json, decisions_json = _TRACE_AS_JSON(trace, False)
-    decisions = to_plain(_json_from_tvm(decisions_json))
+    decisions = [[_plain_decision(index), _plain_decision(value)] for index, value in decisions_json]
     # Whole instruction lists repeat too (same sketch, same post-processing): one hash finds them, and returning
     # the very same list object lets the featurizer reuse its rows (it caches by list identity).
     whole_key = _STRUCTURAL_HASH(insts_json, False, False)

@@ -142,60 +142,79 @@ class TraceFeaturizer:
             _numbers(decision, numbers)
         return numbers
 
-    def _static_rows(self, insts: Sequence[Any], extents: dict[str, list[int]] | None
-                     ) -> tuple[np.ndarray, list[list[float]]]:
+    def _static_rows(self, insts: Sequence[Any], extents: dict[str, list[int]] | None,
+                     row_cache: dict[Any, Any] | None = None) -> tuple[np.ndarray, list[list[float]]]:
         """Everything but the decisions: ``[seq_len, width]`` rows, and each row's numbers (decisions go first).
 
         The candidates of one search share a few instruction lists (one per sketch and post-processing outcome)
         and differ in their decisions, so the cost model caches this per instruction list (see ``transform``).
+        Lists that differ in a few instructions still share most rows: ``row_cache`` keeps each row by the
+        identity of its instruction (and extents) and everything else it depends on — the distances to the
+        producers of its inputs and the post-processing flag — so a new list re-reads only its new instructions.
         """
         cfg = self.config
-        cols = cfg.columns()
         rows = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
         row_numbers: list[list[float]] = []
         producer: dict[str, tuple[int, int]] = {}
         postproc = 0.0
-        s0, r0, n0, pp = cols["strings"].start, cols["refs"].start, cols["numbers"].start, cols["postproc"].start
-        for position, (kind, inputs, attrs, outputs) in enumerate(insts):
-            if position < cfg.seq_len:
-                row = rows[position]
-                row[0] = self.kinds.id(kind)
-                strings: list[str] = []
-                numbers: list[float] = []
-                refs: list[float] = []
-                for item in inputs:
-                    if isinstance(item, str) and item in producer:
-                        # Which output of the producer matters too (RFactor on the 2nd vs 3rd loop of one Split).
-                        produced_at, output_index = producer[item]
-                        refs.append(_log(position - produced_at + output_index / 32.0))
-                    elif isinstance(item, str):
-                        strings.append(item.strip('"'))
-                    else:
-                        _numbers(item, numbers)
-                _strings(attrs, strings)
-                _numbers(attrs, numbers)
-                if kind == "GetSBlock" and extents and attrs:
-                    _numbers(extents.get(str(attrs[0]), []), numbers)
-                for j, text in enumerate(strings[: cfg.num_strings]):
-                    row[s0 + j] = self.strings.id(text)
-                row[r0 : r0 + min(len(refs), cfg.num_refs)] = refs[: cfg.num_refs]
-                row[n0 : n0 + min(len(numbers), cfg.num_numbers)] = numbers[: cfg.num_numbers]
-                row_numbers.append(numbers)
-                if kind == "EnterPostproc":
-                    postproc = 1.0
-                row[pp] = postproc
-            elif kind == "EnterPostproc":
+        for position, inst in enumerate(insts):
+            kind, inputs, _attrs, outputs = inst
+            if kind == "EnterPostproc":
                 postproc = 1.0
+            if position < cfg.seq_len:
+                # Which output of the producer matters too (RFactor on the 2nd vs 3rd loop of one Split).
+                links = tuple(_log(position - producer[item][0] + producer[item][1] / 32.0)
+                              if isinstance(item, str) and item in producer else None for item in inputs)
+                key = (id(inst), id(extents), links, postproc)
+                entry = row_cache.get(key) if row_cache is not None else None
+                if entry is None or entry[0] is not inst or entry[1] is not extents:
+                    entry = (inst, extents, *self._row(inst, links, postproc, extents))
+                    if row_cache is not None:
+                        row_cache[key] = entry
+                rows[position] = entry[2]
+                row_numbers.append(entry[3])
             for output_index, name in enumerate(outputs):
                 producer[name] = (position, output_index)
         return rows, row_numbers
 
+    def _row(self, inst: Any, links: tuple[float | None, ...], postproc: float,
+             extents: dict[str, list[int]] | None) -> tuple[np.ndarray, list[float]]:
+        """One instruction's row (decisions not included) and its numbers; ``links[i]``: the producer distance of
+        input ``i`` when it is an earlier result, else None."""
+        cfg = self.config
+        cols = cfg.columns()
+        kind, inputs, attrs, _outputs = inst
+        row = np.zeros(cfg.width, dtype=np.float32)
+        row[0] = self.kinds.id(kind)
+        strings: list[str] = []
+        numbers: list[float] = []
+        refs: list[float] = []
+        for item, link in zip(inputs, links):
+            if link is not None:
+                refs.append(link)
+            elif isinstance(item, str):
+                strings.append(item.strip('"'))
+            else:
+                _numbers(item, numbers)
+        _strings(attrs, strings)
+        _numbers(attrs, numbers)
+        if kind == "GetSBlock" and extents and attrs:
+            _numbers(extents.get(str(attrs[0]), []), numbers)
+        s0, r0, n0 = cols["strings"].start, cols["refs"].start, cols["numbers"].start
+        for j, text in enumerate(strings[: cfg.num_strings]):
+            row[s0 + j] = self.strings.id(text)
+        row[r0 : r0 + min(len(refs), cfg.num_refs)] = refs[: cfg.num_refs]
+        row[n0 : n0 + min(len(numbers), cfg.num_numbers)] = numbers[: cfg.num_numbers]
+        row[cols["postproc"].start] = postproc
+        return row, numbers
+
     def transform_one(self, trace: Any, extents: dict[str, list[int]] | None = None,
-                      out: np.ndarray | None = None, cache: dict[int, Any] | None = None) -> np.ndarray:
+                      out: np.ndarray | None = None, cache: dict[Any, Any] | None = None) -> np.ndarray:
         """One trace -> ``[seq_len, width]``. Instructions beyond ``seq_len`` are cropped (the end of the trace).
 
-        ``cache`` (id of the instruction list -> its static rows) skips re-reading instruction lists seen before;
-        an entry is used only for the very same list and extents objects, so results never change.
+        ``cache`` (id of the instruction list -> its static rows; instruction identity and context -> its row,
+        see ``_static_rows``) skips re-reading instructions seen before; an entry is used only for the very same
+        list (instruction) and extents objects, so results never change.
         """
         cfg = self.config
         if out is None:
@@ -203,7 +222,7 @@ class TraceFeaturizer:
         insts, decisions = trace
         entry = cache.get(id(insts)) if cache is not None else None
         if entry is None or entry[0] is not insts or entry[1] is not extents:
-            entry = (insts, extents, *self._static_rows(insts, extents))
+            entry = (insts, extents, *self._static_rows(insts, extents, cache))
             if cache is not None:
                 cache[id(insts)] = entry
         rows, row_numbers = entry[2], entry[3]
@@ -220,7 +239,7 @@ class TraceFeaturizer:
         return out
 
     def transform(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None,
-                  cache: dict[int, Any] | None = None) -> np.ndarray:
+                  cache: dict[Any, Any] | None = None) -> np.ndarray:
         """Many traces -> ``float32 [N, seq_len, width]`` (rows past a trace's end are padding, kind id 0)."""
         out = np.zeros((len(traces), self.config.seq_len, self.config.width), dtype=np.float32)
         for i, trace in enumerate(traces):

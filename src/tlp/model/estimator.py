@@ -21,6 +21,7 @@ from tlp import TLPError, __version__
 from tlp.features.featurizer import FeatureConfig
 from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms, MultiPlatformPrograms
+from tlp.model.inference import scorer_for
 from tlp.model.losses import LOSSES
 from tlp.model.network import ModelConfig, TLPNet
 
@@ -316,24 +317,23 @@ class TLPModel:
         return taken
 
     def _scores(self, features: torch.Tensor, device: torch.device, heads: Sequence[int] = (0,),
-                batch: int = 4096) -> np.ndarray:
-        """``[N, len(heads)]`` scores: the backbone runs once per program, then each head."""
+                threads: int | None = None) -> np.ndarray:
+        """``[N, len(heads)]`` scores: the backbone runs once per program, then each head.
+
+        Through :func:`~tlp.model.inference.scorer_for` (length-sorted chunks, per-row work shared between
+        programs, ``threads`` workers): the same scores as ``self.net(features)`` up to float rounding
+        (``tests/test_scoring_speed.py``).
+        """
         assert self.net is not None
-        self.net.eval()
-        out = []
-        with torch.no_grad():
-            for start in range(0, len(features), batch):
-                chunk = features[start : start + batch]
-                longest = int((chunk[..., 0] != 0).sum(dim=1).max().clamp_min(1)) if len(chunk) else 1
-                h, padding = self.net.backbone(chunk[:, :longest].to(device))
-                out.append(torch.stack([self.net.score(h, padding, head) for head in heads], dim=1).float().cpu())
-        return torch.cat(out).numpy() if out else np.zeros((0, len(heads)), dtype=np.float32)
+        self.net.to(device)
+        return scorer_for(self.net, workers=threads).scores(features, heads)
 
     # ---- inference -----------------------------------------------------------------------------------------
-    def predict_features(self, features: np.ndarray, head: int = 0) -> np.ndarray:
+    def predict_features(self, features: np.ndarray, head: int = 0, threads: int | None = None) -> np.ndarray:
+        """Scores of featurized programs by one platform's head; ``threads``: CPU threads (default: PyTorch's)."""
         if self.net is None:
             raise RuntimeError("the model is not trained or loaded")
-        return self._scores(torch.from_numpy(features), next(self.net.parameters()).device, (head,))[:, 0]
+        return self._scores(torch.from_numpy(features), next(self.net.parameters()).device, (head,), threads)[:, 0]
 
     def predict(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None,
                 head: int = 0) -> np.ndarray:

@@ -89,6 +89,8 @@ class TLPCostModel(PyCostModel):
         self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0}
         self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
         self.head, self.head_platform = self._choose_head()
+        # The network scores on the cores the target gives this machine (default: its physical cores).
+        self._threads = int(self.platform.target.get("num-cores") or 0) or None
 
     @staticmethod
     def default() -> "TLPCostModel":
@@ -127,11 +129,11 @@ class TLPCostModel(PyCostModel):
         started = time.perf_counter()
         traces = [trace_json(c.sch.trace) for c in candidates]
         traced = time.perf_counter()
-        if len(self._feature_cache) > 4096:
+        if len(self._feature_cache) > 65536:  # lists and rows (~1 KB each) of the recent tasks
             self._feature_cache.clear()
         features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
         featurized = time.perf_counter()
-        scores = self.model.predict_features(features, self.head).astype("float64")
+        scores = self.model.predict_features(features, self.head, self._threads).astype("float64")
         self.seconds["trace"] += traced - started
         self.seconds["featurize"] += featurized - traced
         self.seconds["network"] += time.perf_counter() - featurized

@@ -1,0 +1,98 @@
+"""The fast scoring path gives the straightforward path's scores (equality, not timing).
+
+Straightforward: ``to_plain(trace.as_json())`` -> ``featurizer.transform`` -> ``TLPNet.forward`` on the whole
+batch. Fast: ``trace_json`` with its caches -> cached featurization -> :mod:`tlp.model.inference`'s scorers
+(length-sorted chunks, per-row work once per distinct row). Real post-processed candidates of a small workload.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from tlp._tvm import clear_trace_caches, ms, to_plain, trace_json, tvm
+from tlp.dataset.sampler import CandidateSampler
+from tlp.features.featurizer import block_extents
+from tlp.model.estimator import TLPModel
+from tlp.model.inference import AttentionScorer, ChunkedScorer, scorer_for
+from tlp.model.network import ModelConfig, TLPNet
+from tlp.search import PlatformMismatchWarning, TLPCostModel
+
+TOLERANCE = 1e-4  # the scores of the shipped model are O(10-100); float rounding differs at ~1e-6
+
+
+@pytest.fixture(scope="module")
+def batches(tiny_tasks, host_platform):
+    """Real candidates of both tiny tasks (traces of different lengths), as a search hands them over."""
+    return [(task, CandidateSampler(task, host_platform.target).random(24, seed=11)) for task in tiny_tasks]
+
+
+def _straightforward_scores(model: TLPModel, task, batch, head: int = 0) -> np.ndarray:
+    features = model.featurizer.transform([to_plain(c.sch.trace.as_json()) for c in batch],
+                                          [block_extents(task.mod)] * len(batch))
+    with torch.no_grad():
+        return model.net.eval()(torch.from_numpy(features), head).numpy()
+
+
+@pytest.mark.parametrize("name", ["tlp-cpu", "tlp-cpu-small"])
+def test_cost_model_predict_equals_the_straightforward_path(name, batches, host_platform):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlatformMismatchWarning)  # CI may run on another CPU
+        cost_model = TLPCostModel(name, target=host_platform.target)
+    for task, batch in batches:
+        expected = _straightforward_scores(cost_model.model, task, batch, cost_model.head)
+        context = ms.TuneContext(task.mod, target=tvm.target.Target(host_platform.target),
+                                 space_generator="post-order-apply", search_strategy="replay-trace",
+                                 task_name=task.name, num_threads=1)
+        cost_model.clear_caches()
+        for _ in range(2):  # cold, then from every cache
+            calibrated = cost_model.predict(context, batch)
+            state = cost_model._task(context)
+            raw = np.log(calibrated) * state.scale + state.offset  # undo predict's calibration
+            assert np.allclose(raw, expected, atol=TOLERANCE, rtol=0)
+            features = cost_model.model.featurizer.transform([trace_json(c.sch.trace) for c in batch],
+                                                             [state.extents] * len(batch), cost_model._feature_cache)
+            fast = cost_model.model.predict_features(features, cost_model.head)
+            assert np.abs(fast - expected).max() < TOLERANCE
+
+
+@pytest.mark.parametrize("arch", ["attention", "lstm", "transformer"])
+def test_scorers_equal_the_network_forward(arch, batches):
+    """Any weights: the scorers compute the network's function, with padding, duplicates and an empty trace."""
+    featurizer = TLPModel.load(_shipped()).featurizer
+    task, batch = batches[0]
+    other_task, other_batch = batches[1]
+    features = np.concatenate([
+        featurizer.transform([trace_json(c.sch.trace) for c in batch], [block_extents(task.mod)] * len(batch)),
+        featurizer.transform([trace_json(c.sch.trace) for c in other_batch],
+                             [block_extents(other_task.mod)] * len(other_batch)),
+        np.zeros((1, featurizer.config.seq_len, featurizer.config.width), dtype=np.float32),  # an empty trace
+    ])
+    features = np.concatenate([features, features[:5]])  # duplicates: rows shared between programs
+    torch.manual_seed(0)
+    net = TLPNet(featurizer.config, ModelConfig(arch=arch, hidden=64, heads=4, kind_vocab=len(featurizer.kinds),
+                                                string_vocab=len(featurizer.strings)), num_heads=2).eval()
+    x = torch.from_numpy(features)
+    with torch.no_grad():
+        expected = torch.stack([net(x, 0), net(x, 1)], dim=1).numpy()
+    scorers = [ChunkedScorer(net, chunk=7, workers=workers) for workers in (1, 2)]
+    if arch == "attention":
+        scorers += [AttentionScorer(net, chunk=7, workers=workers) for workers in (1, 2)]
+    for scorer in scorers:
+        assert np.abs(scorer.scores(x, (0, 1)) - expected).max() < TOLERANCE, type(scorer).__name__
+    assert isinstance(scorer_for(net), AttentionScorer if arch == "attention" else ChunkedScorer)
+    assert scorer_for(net).scores(x[:0]).shape == (0, 1)
+
+
+def test_fast_trace_reading_is_exact_cold_and_warm(batches):
+    for _, batch in batches:
+        clear_trace_caches()
+        for _ in range(2):
+            assert all(trace_json(c.sch.trace) == to_plain(c.sch.trace.as_json()) for c in batch)
+
+
+def _shipped():
+    from tlp.models import model_path
+
+    return model_path("tlp-cpu")
