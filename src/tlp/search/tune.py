@@ -336,7 +336,7 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
     every = [TaskResult(t.name, int(t.weight), float(t.flops), n, b, tuned=i < len(tunable.tasks),
                         schedule=_schedule_kind(t, b, predicted))
              for i, (t, n, b) in enumerate(zip(tunable.all_tasks, all_counts, all_best))]
-    tasks = every[:len(tunable.tasks)]
+    tasks = every[:len(tunable.tasks)]  # tuned first: their indices stay the search's task ids (history.jsonl)
     report: dict[str, Any] = {
         "source": tunable.name, "target": target_json, "work_dir": str(work_dir),
         "config": {k: v for k, v in asdict(config).items() if k != "measure"},
