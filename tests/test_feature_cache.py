@@ -18,8 +18,6 @@ from tlp.features.tensors import FeaturizerMismatchError, load_platforms
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
 
-from conftest import TLP
-
 SMALL = dict(model_config=ModelConfig(hidden=32, heads=4), train_config=TrainConfig(epochs=2, val_fraction=0.5, seed=5))
 
 
@@ -126,13 +124,14 @@ def test_training_from_the_cache_needs_no_tvm(own_dataset, host_platform, tmp_pa
     assert TLPModel.load(tmp_path / "m.pt").platforms == [host_platform.id]
 
 
-def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path):
+def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path, capsys):
+    from tlp.cli import main
+
     def train(*extra):
-        run = subprocess.run(TLP + ["train", str(own_dataset.path), "--out", str(tmp_path / "m.pt"), "--epochs", "1",
-                                    "--hidden", "32", "--feature-cache-dir", str(tmp_path / "cache"), "-q", *extra],
-                             capture_output=True, text=True, check=False)
-        assert run.returncode == 0, run.stderr
-        return json.loads(run.stdout)["feature_cache"]
+        code = main(["train", str(own_dataset.path), "--out", str(tmp_path / "m.pt"), "--epochs", "1", "--hidden", "32",
+                     "--feature-cache-dir", str(tmp_path / "cache"), "-q", *extra])
+        assert code == 0
+        return json.loads(capsys.readouterr().out)["feature_cache"]
 
     first, second = train(), train()
     assert first["hit"] is False and second["hit"] is True and first["path"] == second["path"]
