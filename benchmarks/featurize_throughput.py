@@ -8,6 +8,9 @@ TLP is timed twice per repeat: *cold* (its trace and feature caches, see ``tlp._
 the search's first batch) and *warm* (caches filled by scoring another random batch of the same task first: every
 later batch of a search, which keeps its cost model). A breakdown splits TLP's warm time into reading traces,
 featurizing and the network. Repeats alternate between the models; we report medians and ratios of medians.
+Each task also checks that the fast path's scores equal the straightforward path's (``to_plain(trace.as_json())``,
+uncached featurization, ``TLPNet.forward`` on the whole batch) and records the largest difference, and the load
+average around the task (other processes on the machine slow both sides, TLP's network more).
 
     .venv/bin/python benchmarks/featurize_throughput.py --repeats 5
 """
@@ -17,12 +20,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import time
 from pathlib import Path
 
-from tlp._tvm import ms, tvm
+import numpy as np
+import torch
+
+from tlp._tvm import ms, to_plain, trace_json, tvm
 from tlp.dataset.sampler import CandidateSampler
 from tlp.dataset.store import Dataset
 from tlp.platform import Platform, host_fingerprint, host_target
@@ -88,7 +95,9 @@ def main() -> None:
                 parts[f"{part}_ms"].append((seconds - before[part]) * 1e3 / len(candidates))
             runs["xgb"].append(_per_second(lambda: xgb.predict(context, candidates), len(candidates)))
         medians = {k: statistics.median(v) for k, v in runs.items()}
-        row = {"task": task.name, "candidates": len(candidates), "mean_trace_length": statistics.mean(trace_lengths),
+        difference = _fast_vs_straightforward(tlp_model, context, candidates)
+        row = {"task": task.name, "load_average_1min": os.getloadavg()[0],
+               "max_abs_score_difference_fast_vs_straightforward": difference, "candidates": len(candidates), "mean_trace_length": statistics.mean(trace_lengths),
                "xgb_trained_on": xgb_train, "candidates_per_s": runs, "median_candidates_per_s": medians,
                "ratio_tlp_cold_over_xgb": medians["tlp_cold"] / medians["xgb"],
                "ratio_tlp_warm_over_xgb": medians["tlp_warm"] / medians["xgb"],
@@ -97,7 +106,8 @@ def main() -> None:
         print(f"{task.name}: TLP cold {medians['tlp_cold']:.0f}/s, warm {medians['tlp_warm']:.0f}/s, "
               f"PerStoreFeature+XGB {medians['xgb']:.0f}/s -> {row['ratio_tlp_cold_over_xgb']:.1f}x cold, "
               f"{row['ratio_tlp_warm_over_xgb']:.1f}x warm (mean trace {row['mean_trace_length']:.0f} instructions; "
-              f"warm ms/candidate {row['tlp_warm_ms_per_candidate']})")
+              f"warm ms/candidate {row['tlp_warm_ms_per_candidate']}; fast vs straightforward scores differ by at "
+              f"most {difference:.1e})")
     summary = {"date": datetime.date.today().isoformat(), "machine": host_fingerprint(),
                "python": platform.python_version(), "tvm": tvm.__version__, "model": args.model or "shipped",
                "batch": args.batch, "repeats": args.repeats, "rows": rows,
@@ -107,6 +117,19 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(summary, indent=1))
     print(f"median ratio over tasks: {summary['median_ratio_cold']:.1f}x cold, {summary['median_ratio_warm']:.1f}x warm "
           f"-> {args.out}")
+
+
+def _fast_vs_straightforward(tlp_model: TLPCostModel, context, candidates) -> float:
+    """Largest |score difference| between predict's path and the plain one (trace JSON, features, forward)."""
+    model, extents = tlp_model.model, tlp_model._task(context).extents
+    fast = model.predict_features(model.featurizer.transform([trace_json(c.sch.trace) for c in candidates],
+                                                             [extents] * len(candidates), tlp_model._feature_cache),
+                                  tlp_model.head)
+    features = model.featurizer.transform([to_plain(c.sch.trace.as_json()) for c in candidates],
+                                          [extents] * len(candidates))
+    with torch.no_grad():
+        plain = model.net.eval()(torch.from_numpy(features), tlp_model.head).numpy()
+    return float(np.abs(fast - plain).max())
 
 
 def _per_second(score, count: int) -> float:
