@@ -71,7 +71,7 @@ class RunRecord:
 class SearchRun:
     path: Path
     source: str  # what was tuned: report.json's "source", else the parent folder's name
-    cost_model: str  # what guided the search: report.json's cost model (and model file), else the folder's name
+    cost_model: str  # what guided the search (report.json: "tlp", "tlp-online@tlp-cpu-small", ...), else the folder's name
     records: list[RunRecord]
     workloads: dict[str, list[Any]]  # workload key -> MetaSchedule workload JSON
     task_names: dict[str, str]
@@ -226,6 +226,8 @@ def read_search_run(work_dir: str | Path) -> SearchRun:
                for start, end, key, number in rounds for i in range(start, end) if keys[i] == key]
     config = report.get("config") if isinstance(report.get("config"), dict) else {}
     cost_model = str(config.get("cost_model") or work_dir.name)
+    if config.get("online_steps"):
+        cost_model += "-online"  # fine-tuned during the search: named as benchmarks/search_efficiency.py names it
     if config.get("model_path"):
         cost_model += f"@{Path(str(config['model_path'])).stem}"
     return SearchRun(work_dir, str(report.get("source") or work_dir.parent.name), cost_model, records,
