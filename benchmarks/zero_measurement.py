@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import statistics
 import time
@@ -35,6 +36,7 @@ from typing import Any
 from tlp._tvm import ms, tvm
 from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.store import mean_latency
+from tlp.models import model_path
 from tlp.platform import host_fingerprint, host_target
 from tlp.search.cost_model import TLPCostModel
 from tlp.search.predicted import PredictionConfig, predict_schedule
@@ -61,11 +63,23 @@ def _tuned_schedules(name: str, tunable: Tunable, target: dict[str, Any], work_r
     return ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural"), time.monotonic() - started
 
 
-def kernels(args: argparse.Namespace, target: dict[str, Any], work_root: Path) -> list[dict[str, Any]]:
-    tvm_target = tvm.target.Target(target)
+def _model(target: dict[str, Any]) -> TLPCostModel:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the platform-mismatch warning: the shipped model is what users get
-        model = TLPCostModel(target=target)
+        return TLPCostModel(target=target)
+
+
+def model_identity(target: dict[str, Any]) -> dict[str, Any]:
+    """Which model file and head ranked the candidates (the shipped model changes between runs)."""
+    model = _model(target)
+    path = Path(model_path(None, model.platform.id))
+    return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+            "head": model.head_platform, "platform": model.platform.id}
+
+
+def kernels(args: argparse.Namespace, target: dict[str, Any], work_root: Path) -> list[dict[str, Any]]:
+    tvm_target = tvm.target.Target(target)
+    model = _model(target)
     rows: list[dict[str, Any]] = []
     for source in list(args.networks) + list(args.operators):
         tunable = resolve(source, target)
@@ -177,6 +191,7 @@ def main() -> None:
     target = host_target()
     work_root = Path(args.work_dir)
     started = time.monotonic()
+    model = model_identity(target)
     rows = kernels(args, target, work_root)
     e2e = end_to_end(args, target, work_root) if args.e2e_network else None
     summary = {
@@ -190,7 +205,7 @@ def main() -> None:
     result = {"date": datetime.date.today().isoformat(), "machine": host_fingerprint(), "target": target,
               "shared_machine": "other jobs ran on the same 2 cores throughout; medians of alternating rounds",
               "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work_dir")},
-              "prediction_config": PredictionConfig().__dict__, "wall_s": round(time.monotonic() - started, 1),
+              "model": model, "model_after": model_identity(target), "prediction_config": PredictionConfig().__dict__, "wall_s": round(time.monotonic() - started, 1),
               "summary": summary, "tasks": rows, "end_to_end": e2e}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,7 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         for task in tunable.tasks:
             schedule = ms.tir_integration.compile_tir(database, task.mod, target)
             if schedule is None:
-                continue  # nothing valid measured for this task yet
+                continue  # neither a valid measured nor a predicted program for this task
             library = tvm.compile(schedule.mod, target=target)
             path = kernels / f"{task.name}.so"
             library.export_library(str(path))
