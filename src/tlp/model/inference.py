@@ -106,8 +106,7 @@ class AttentionScorer(ChunkedScorer):
         super().__init__(net, chunk, workers)
 
     def _prepare(self, features: torch.Tensor) -> _DistinctRows:
-        flat = features.reshape(-1, features.shape[-1])
-        distinct, row_of = torch.unique(flat, dim=0, return_inverse=True)
+        distinct, row_of = _distinct_rows(features.reshape(-1, features.shape[-1]))
         encoded = self.net.encoder(self.net.embed(distinct))
         attention = self.net.attention
         qkv = F.linear(encoded, attention.in_proj_weight, attention.in_proj_bias)
@@ -129,6 +128,19 @@ class AttentionScorer(ChunkedScorer):
         attended = attended.transpose(1, 2).reshape(batch, longest, hidden)
         h = h + F.linear(attended, attention.out_proj.weight, attention.out_proj.bias)
         return self.net.blocks(h), padding
+
+
+def _distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(distinct, row_of)`` with ``rows == distinct[row_of]``: rows compared by their bytes, sorted in C.
+
+    ``torch.unique(dim=0)`` does the same ~25x slower (one tensor per row). Byte equality is stricter than float
+    equality (-0.0 and 0.0 stay apart), which only costs a duplicate row, never a wrong one.
+    """
+    values = np.ascontiguousarray(rows.cpu().numpy())
+    keys = values.view(np.dtype((np.void, values.dtype.itemsize * values.shape[1]))).ravel()
+    _, first, row_of = np.unique(keys, return_index=True, return_inverse=True)
+    index = torch.from_numpy(first).to(rows.device)
+    return rows[index], torch.from_numpy(row_of.reshape(-1)).to(rows.device)
 
 
 def scorer_for(net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None) -> ChunkedScorer:
