@@ -228,10 +228,12 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         _post_optimize(work_dir, target, config.post_optimization_trials)
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     predicted, predictions = None, []
-    if config.predicted_schedules and not interrupted:
+    # Predicted schedules only serve the compiled result: a run that does not compile (benchmarks) skips them.
+    predict = config.predicted_schedules and config.compile and not interrupted
+    if predict:
         predicted, predictions = _predict_missing(tunable, target_json, work_dir, database, config)
     report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started, predicted)
-    if config.predicted_schedules and not interrupted:
+    if predict:
         report["predicted"] = _predicted_summary(predictions, work_dir)
     report["interrupted"] = interrupted
     if hasattr(cost_model, "head_platform"):
