@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tlp import one_line
-from tlp._tvm import ms, tvm
+from tlp._tvm import ms, tvm, use_runtime_threads
 from tlp.search.numerics import compare_outputs, vm_outputs
 from tlp.workloads.graph_passes import fast_math
 
@@ -46,6 +46,7 @@ def default_schedule_outputs(mod: Any, params: list[np.ndarray], inputs: list[np
     """Outputs of ``mod`` (parameters as trailing inputs) compiled with TVM's default schedules."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
+    use_runtime_threads(int(target_json.get("num-cores", 0)))  # the first kernels of a `tlp tune` process run here
     executable = ms.relax_integration.compile_relax(ms.database.MemoryDatabase(), mod,
                                                     tvm.target.Target(target_json), params=None)
     device = tvm.cpu()
