@@ -40,6 +40,8 @@ def test_fast_math_rewrites_gelu_and_tanh_and_matches_pytorch(mlp):
     np.testing.assert_allclose(outputs[0], module(*inputs).detach().numpy(), rtol=1e-4, atol=1e-5)
     # The fused GELU task is still named after GELU, so reports and datasets read the same with or without it.
     assert any("gelu" in task.name for task in tunable.tasks)
+    # The check compiled and ran the network already: `tlp tune` does not compile it again before tuning.
+    assert tunable.compiles_with_defaults
 
 
 def test_no_fast_math_keeps_exact_ops(mlp):
@@ -47,6 +49,7 @@ def test_no_fast_math_keeps_exact_ops(mlp):
     tunable = from_torch("gelu_mlp", module, inputs, TARGET, fast_math=False)
     assert not any(note.startswith("fast math") for note in tunable.notes)
     assert "R.nn.gelu" in tunable.relax_mod.script()
+    assert not tunable.compiles_with_defaults  # nothing compiled it: the compile check before tuning runs
 
 
 def test_rewrite_that_breaks_accuracy_is_refused_with_the_measured_error(mlp):
@@ -54,7 +57,7 @@ def test_rewrite_that_breaks_accuracy_is_refused_with_the_measured_error(mlp):
     exact = from_torch("gelu_mlp", module, inputs, TARGET, fast_math=False)
     wrong_reference = [output + 0.5 for output in torch_outputs(module, inputs)]  # what the network must match
     kept, decision = choose_fast_math(exact.relax_mod, exact.params, exact.inputs, TARGET, wrong_reference)
-    assert kept is exact.relax_mod and not decision.applied
+    assert kept is exact.relax_mod and not decision.applied and not decision.compiled
     assert "refused" in decision.note() and "max rel error" in decision.note()
     assert decision.max_rel_err is not None and decision.max_rel_err > 1e-3
 

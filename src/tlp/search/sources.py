@@ -49,6 +49,9 @@ class Tunable:
     # Tasks of the program set aside by ``top_tasks``: not searched, but still scheduled (predicted schedules,
     # tlp.search.predicted) and compiled with the rest.
     untuned: list[Task] = field(default_factory=list)
+    # The network already compiled and ran with TVM's default schedules during import (the fast-math check): the
+    # compile check before tuning would only repeat it. Binding the weights afterwards only folds constants.
+    compiles_with_defaults: bool = False
 
     @property
     def is_network(self) -> bool:
@@ -172,12 +175,14 @@ def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: 
                      + ", ".join(f"{op} x{count}" for op, count in sorted(imported.rewrites.items())))
     if fast_math:
         reference = torch_outputs(imported.exportable.module, example_inputs)
-        mod, note = _fast_math(mod, params, inputs, target, reference)
+        mod, note, compiled = _fast_math(mod, params, inputs, target, reference)
         notes.extend([note] if note else [])
+    else:
+        compiled = False
     mod = bind_weights(mod, params, len(inputs))
     return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod, inputs=inputs,
                    torch_module=imported.exportable.module, torch_inputs=example_inputs,
-                   output_names=imported.exportable.output_names, notes=notes)
+                   output_names=imported.exportable.output_names, notes=notes, compiles_with_defaults=compiled)
 
 
 def bind_weights(mod: Any, params: list[Any], num_inputs: int) -> Any:
@@ -200,11 +205,12 @@ def bind_weights(mod: Any, params: list[Any], num_inputs: int) -> Any:
 
 
 def _fast_math(mod: Any, params: list[Any], inputs: list[Any], target: dict[str, Any],
-               reference: list[Any] | None) -> tuple[Any, str | None]:
+               reference: list[Any] | None) -> tuple[Any, str | None, bool]:
+    """The module to tune, the report's note, and whether that module already compiled with default schedules."""
     from tlp.search.fast_math import choose_fast_math  # pylint: disable=import-outside-toplevel
 
     mod, decision = choose_fast_math(mod, params, inputs, target, reference)
-    return mod, decision.note()
+    return mod, decision.note(), decision.compiled
 
 
 def _from_onnx(path: Path, target: dict[str, Any], fast_math: bool = True) -> Tunable:
@@ -246,8 +252,10 @@ def _from_onnx(path: Path, target: dict[str, Any], fast_math: bool = True) -> Tu
     notes = ["bool ops TVM cannot compile rewritten on int8: "
              + ", ".join(f"{op} x{count}" for op, count in sorted(rewrites.items()))] if rewrites else []
     params = [p.numpy() for p in params.get("main", [])]
+    compiled = False
     if fast_math:  # no PyTorch here: the exact network compiled by TVM is the reference
-        mod, note = _fast_math(mod, params, inputs, target, None)
+        mod, note, compiled = _fast_math(mod, params, inputs, target, None)
         notes.extend([note] if note else [])
     mod = bind_weights(mod, params, len(inputs))
-    return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod, inputs=inputs, notes=notes)
+    return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod, inputs=inputs, notes=notes,
+                   compiles_with_defaults=compiled)
