@@ -40,13 +40,13 @@ def kernels(target_json: dict) -> dict:
     """GELU on BERT-tiny's 128x512 and softmax on its 2x128x128 attention, exact vs fast, default schedules."""
     from tvm import te, topi  # pylint: disable=import-outside-toplevel
 
-    from tlp.workloads.graph_passes import _fast_gelu  # pylint: disable=import-outside-toplevel
+    from tlp.workloads.graph_passes import fast_gelu  # pylint: disable=import-outside-toplevel
 
     target = tvm.target.Target(target_json)
     x = te.placeholder((1, 128, 512), name="x")
     exact_gelu = x * (0.5 + topi.erf(x * (0.5 ** 0.5)) * 0.5)
     s = te.placeholder((1, 2, 128, 128), name="s")
-    pairs = {"gelu 128x512": ([x, exact_gelu], [x, _fast_gelu(x)]),
+    pairs = {"gelu 128x512": ([x, exact_gelu], [x, fast_gelu(x)]),
              "softmax 2x128x128": ([s, topi.nn.softmax(s, -1)], [s, topi.nn.fast_softmax(s, -1)])}
     out = {}
     for name, (exact, fast) in pairs.items():
@@ -62,11 +62,11 @@ def _network(work_dir: str, target_json: dict, bound: bool) -> tuple:
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
     from tlp.search.sources import bind_weights  # pylint: disable=import-outside-toplevel
-    from tlp.workloads import _networks  # pylint: disable=import-outside-toplevel
+    from tlp.workloads.networks import NETWORKS  # pylint: disable=import-outside-toplevel
     from tlp.workloads.extract import import_torch  # pylint: disable=import-outside-toplevel
     from tlp.workloads.graph_passes import fast_math  # pylint: disable=import-outside-toplevel
 
-    network = _networks()["bert_tiny"]
+    network = NETWORKS["bert_tiny"]
     example_inputs = network.example_inputs()
     mod, params = relax.frontend.detach_params(import_torch(network.build(), example_inputs).mod)
     params = [p.numpy() for p in params.get("main", [])]

@@ -21,7 +21,8 @@ from typing import Any, Callable
 from tlp._tvm import tvm
 
 
-def _fast_gelu(x: Any) -> Any:
+def fast_gelu(x: Any) -> Any:
+    """GELU (erf form) of a TE tensor with TOPI's fast erf: what fast math lowers ``nn.gelu`` to."""
     from tvm import topi, tirx  # pylint: disable=import-outside-toplevel
 
     half = tirx.const(0.5, x.dtype)
@@ -50,7 +51,7 @@ def _fast_math_ops() -> dict[str, tuple[str, Callable[..., Any]]]:
     from tvm import topi  # pylint: disable=import-outside-toplevel
 
     return {
-        "relax.nn.gelu": ("gelu", _fast_gelu),
+        "relax.nn.gelu": ("gelu", fast_gelu),
         "relax.nn.gelu_tanh": ("gelu_tanh", _fast_gelu_tanh),
         "relax.erf": ("erf", topi.fast_erf),
         "relax.exp": ("exp", topi.fast_exp),
