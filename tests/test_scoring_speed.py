@@ -2,7 +2,9 @@
 
 Straightforward: ``to_plain(trace.as_json())`` -> ``featurizer.transform`` -> ``TLPNet.forward`` on the whole
 batch. Fast: ``trace_json`` with its caches -> cached featurization -> :mod:`tlp.model.inference`'s scorers
-(length-sorted chunks, per-row work once per distinct row). Real post-processed candidates of a small workload.
+(length-sorted chunks; per-row work once per distinct row, attention and after once per distinct row of each
+program). Real post-processed candidates of a small workload. In fp32 the scores are equal within rounding;
+bfloat16 scoring (the default on CPUs with native bfloat16) must keep the ranking.
 """
 
 import warnings
@@ -15,7 +17,8 @@ from tlp._tvm import clear_trace_caches, ms, to_plain, trace_json, tvm
 from tlp.dataset.sampler import CandidateSampler
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import TLPModel
-from tlp.model.inference import AttentionScorer, ChunkedScorer, scorer_for
+from tlp.model import inference
+from tlp.model.inference import AttentionScorer, ChunkedScorer, resolve_precision, scorer_for
 from tlp.model.network import ModelConfig, TLPNet
 from tlp.search import PlatformMismatchWarning, TLPCostModel
 
@@ -36,7 +39,8 @@ def _straightforward_scores(model: TLPModel, task, batch, head: int = 0) -> np.n
 
 
 @pytest.mark.parametrize("name", ["tlp-cpu", "tlp-cpu-small"])
-def test_cost_model_predict_equals_the_straightforward_path(name, batches, host_platform):
+def test_cost_model_predict_equals_the_straightforward_path(name, batches, host_platform, monkeypatch):
+    monkeypatch.setenv("TLP_SCORING_PRECISION", "fp32")  # exact arithmetic; bfloat16 is tested below
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PlatformMismatchWarning)  # CI may run on another CPU
         cost_model = TLPCostModel(name, target=host_platform.target)
@@ -80,9 +84,40 @@ def test_scorers_equal_the_network_forward(arch, batches):
     if arch == "attention":
         scorers += [AttentionScorer(net, chunk=7, workers=workers) for workers in (1, 2)]
     for scorer in scorers:
-        assert np.abs(scorer.scores(x, (0, 1)) - expected).max() < TOLERANCE, type(scorer).__name__
+        scores = scorer.scores(x, (0, 1))
+        assert np.abs(scores - expected).max() < TOLERANCE, type(scorer).__name__
+        assert np.all(scores[-6] == 0.0)  # the empty trace: the empty sum
     assert isinstance(scorer_for(net), AttentionScorer if arch == "attention" else ChunkedScorer)
     assert scorer_for(net).scores(x[:0]).shape == (0, 1)
+    assert scorer_for(net).scores(x[-6:-5]).tolist() == [[0.0]]  # only an empty trace
+    if arch != "attention":
+        assert resolve_precision("auto", net) == "fp32"
+        with pytest.raises(ValueError):
+            scorer_for(net, precision="bf16")
+
+
+def test_bfloat16_scoring_keeps_the_ranking(batches, monkeypatch):
+    """The shipped model in bfloat16 (what ``auto`` picks on CPUs with native bfloat16) ranks real candidates as
+    in fp32: the same best candidate per task, Kendall tau >= 0.98, scores within 0.2 (they are O(10-100))."""
+    model = TLPModel.load(_shipped())
+    for task, batch in batches:
+        features = model.featurizer.transform([trace_json(c.sch.trace) for c in batch],
+                                              [block_extents(task.mod)] * len(batch))
+        for head in range(len(model.net.heads)):
+            exact = model.predict_features(features, head, precision="fp32")
+            low = model.predict_features(features, head, precision="bf16")
+            assert np.argmax(low) == np.argmax(exact)
+            assert _kendall_tau(low, exact) >= 0.98
+            assert np.abs(low - exact).max() < 0.2
+    # auto: bfloat16 only where the CPU has it natively, and never against TLP_SCORING_PRECISION=fp32
+    monkeypatch.setattr(inference, "_NATIVE_BF16", False)
+    assert resolve_precision("auto", model.net) == "fp32"
+    monkeypatch.setattr(inference, "_NATIVE_BF16", True)
+    assert resolve_precision("auto", model.net) == "bf16"
+    monkeypatch.setenv("TLP_SCORING_PRECISION", "fp32")
+    assert resolve_precision("auto", model.net) == "fp32"
+    with pytest.raises(ValueError):
+        resolve_precision("fp16", model.net)
 
 
 def test_fast_trace_reading_is_exact_cold_and_warm(batches):
@@ -90,6 +125,12 @@ def test_fast_trace_reading_is_exact_cold_and_warm(batches):
         clear_trace_caches()
         for _ in range(2):
             assert all(trace_json(c.sch.trace) == to_plain(c.sch.trace.as_json()) for c in batch)
+
+
+def _kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau-a: (concordant - discordant pairs) / all pairs."""
+    da, db = np.sign(a[:, None] - a[None, :]), np.sign(b[:, None] - b[None, :])
+    return float((da * db).sum() / (len(a) * (len(a) - 1)))
 
 
 def _shipped():

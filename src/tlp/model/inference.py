@@ -1,26 +1,34 @@
-"""Scoring many programs with a trained :class:`~tlp.model.network.TLPNet`, fast and with the same scores.
+"""Scoring many programs with a trained :class:`~tlp.model.network.TLPNet`, fast.
 
-``TLPNet.forward`` on a whole batch is the reference; scorers here compute the same function (scores equal to
-within float rounding, ~1e-6) with less work, which is what a search's cost model needs (it scores hundreds of
-candidates per call and thousands per task):
+``TLPNet.forward`` on a whole batch is the reference; scorers here compute the same function with less work,
+which is what a search's cost model needs (it scores hundreds of candidates per call and thousands per task):
 
 - :class:`ChunkedScorer` (any architecture): programs sorted by trace length and scored in chunks of ``chunk``,
   each padded only to its own longest trace. Padding rows are masked out of attention and of the score sum, so
   cropping them changes nothing; small chunks keep the activations in cache (a 512 x 80 x 256 batch does not).
-- :class:`AttentionScorer` (TLP's attention network): additionally computes the per-primitive part before
-  attention (embedding, encoder MLP and the attention's query/key/value projections, ~40 % of the multiply-adds)
-  once per *distinct* feature row. The candidates of one search share almost all rows (the same sketch's
-  instructions; only decision rows differ): on real batches 1-3 % of the rows are distinct.
+- :class:`AttentionScorer` (TLP's attention network): every piece of work once: the per-row part before
+  attention once per *distinct* feature row of the batch (the candidates of one search share almost all rows:
+  1-3 % are distinct), attention and everything after it once per distinct row *of each program*, on real rows
+  only (no padding), and programs with the same rows once.
+
+Both compute ``TLPNet.forward``'s scores within float rounding (~1e-5 on scores of O(10-100)) in ``fp32``.
+``precision="auto"`` (the default of ``TLPModel.predict_features``, so of ``TLPCostModel`` and ``tlp eval``) runs the
+residual blocks and the heads' hidden layer, ~65 % of the arithmetic, in bfloat16 on CPUs that multiply
+bfloat16 natively (AVX512_BF16 or AMX: Zen 4, Sapphire Rapids and later); elsewhere (AVX2 machines such as
+Zen 3, GPUs) it is ``fp32``. Measured on the shipped model: held-out top-1 unchanged on every head, Kendall tau
+of a search batch's scores against fp32 >= 0.99 (``benchmarks/README.md``, "Scoring speed").
 """
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from tlp.model.network import TLPNet
 
@@ -48,86 +56,175 @@ class ChunkedScorer:
             return out.numpy()
         self.net.eval()
         device = next(self.net.parameters()).device
-        threads = torch.get_num_threads()
-        try:
-            with torch.inference_mode():
-                lengths = (features[..., self.net.embed.kind_col] != 0).sum(dim=1).clamp_min(1)
-                order = torch.argsort(lengths, stable=True)  # neighbours have similar lengths: little padding
-                rows = self._prepare(features[:, : int(lengths.max())].to(device))
-                chunks = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
+        with torch.inference_mode():
+            lengths = (features[..., self.net.embed.kind_col] != 0).sum(dim=1).clamp_min(1)
+            order = torch.argsort(lengths, stable=True)  # neighbours have similar lengths: little padding
+            rows = features[:, : int(lengths.max())].to(device)
+            chunks = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
 
-                def score_chunk(index: torch.Tensor) -> None:
-                    with torch.inference_mode():  # per thread: PyTorch's grad mode is thread-local
-                        h, padding = self._backbone(rows, index.to(device), int(lengths[index].max()))
-                        out[index] = torch.stack([self.net.score(h, padding, head) for head in heads],
-                                                 dim=1).float().cpu()
+            def score_chunk(index: torch.Tensor) -> None:
+                with torch.inference_mode():  # per thread: PyTorch's grad mode is thread-local
+                    h, padding = self.net.backbone(rows[index.to(device), : int(lengths[index].max())])
+                    out[index] = torch.stack([self.net.score(h, padding, head) for head in heads],
+                                             dim=1).float().cpu()
 
-                if self.workers > 1 and len(chunks) > 1 and device.type == "cpu":
-                    torch.set_num_threads(1)
-                    with ThreadPoolExecutor(self.workers) as pool:
-                        list(pool.map(score_chunk, chunks))
-                else:
-                    for index in chunks:
-                        score_chunk(index)
-        finally:
-            torch.set_num_threads(threads)
+            self._run(chunks, score_chunk, device)
         return out.numpy()
 
-    # The hooks a scorer that shares work between programs overrides.
-    def _prepare(self, features: torch.Tensor) -> object:
-        return features
-
-    def _backbone(self, prepared: object, index: torch.Tensor, longest: int) -> tuple[torch.Tensor, torch.Tensor]:
-        assert isinstance(prepared, torch.Tensor)
-        return self.net.backbone(prepared[index, :longest])
-
-
-class _DistinctRows:
-    """Per-row work done once per distinct feature row: what ``AttentionScorer`` prepares for its chunks."""
-
-    def __init__(self, padding: torch.Tensor, row_of: torch.Tensor, encoded: torch.Tensor, qkv: torch.Tensor):
-        self.padding = padding  # [N, L] padding rows (kind id 0)
-        self.row_of = row_of  # [N, L] index of each primitive's distinct row
-        self.encoded = encoded  # [R, hidden] embedding + encoder MLP of each distinct row
-        self.qkv = qkv  # [R, 3 * hidden] the attention's query, key and value projections of ``encoded``
+    def _run(self, chunks: list[Any], score_chunk: Callable[[Any], None], device: torch.device) -> None:
+        """``score_chunk`` on every chunk: on ``workers`` threads of one PyTorch thread each (CPU), else in turn."""
+        if self.workers > 1 and len(chunks) > 1 and device.type == "cpu":
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                with ThreadPoolExecutor(self.workers) as pool:
+                    list(pool.map(score_chunk, chunks))
+            finally:
+                torch.set_num_threads(threads)
+        else:
+            for chunk in chunks:
+                score_chunk(chunk)
 
 
 class AttentionScorer(ChunkedScorer):
-    """TLP's attention network with the per-row part before attention computed once per distinct row.
+    """TLP's attention network, computing each distinct piece of work once.
 
-    The same arithmetic as ``TLPNet.backbone`` for ``arch="attention"`` (``nn.MultiheadAttention`` is
-    ``softmax(q k^T / sqrt(d)) v`` per head with padded keys masked, then ``out_proj``), written out so that its
-    input projection can run on the distinct rows only.
+    The same function as ``TLPNet.backbone`` + heads for ``arch="attention"`` (``nn.MultiheadAttention`` is
+    ``softmax(q k^T / sqrt(d)) v`` per head with padded keys masked, then ``out_proj``), written out so that:
+
+    - the per-row part before attention (embedding, encoder MLP, the query/key/value projections) runs once per
+      *distinct feature row* of the batch (1-3 % of a search batch's rows: candidates share their sketch's rows);
+    - within a program, positions holding the same feature row have the same query and see the same keys, so
+      they get the same attention output, state and per-primitive score: each distinct row of a program is
+      computed once and its score counted ``m`` times (4-19 % fewer rows on real batches). As a key, a row held
+      ``m`` times enters the softmax as one key with ``log m`` added to its logit (``m e^x = e^(x + log m)``);
+    - after attention only real rows go through ``out_proj``, the residual blocks and the heads (a flat matrix,
+      no padding); those products are ~85 % of the arithmetic, so this is where the time goes;
+    - programs with the same multiset of rows (the same features up to order; attention has no positions) are
+      scored once.
+
+    ``precision="bf16"`` runs the residual blocks and the heads' hidden layer in bfloat16 (see :func:`scorer_for`);
+    ``"fp32"`` keeps the network's arithmetic (scores equal to ``TLPNet.forward`` within float rounding, ~1e-5).
     """
 
-    def __init__(self, net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None) -> None:
+    def __init__(self, net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None,
+                 precision: str = "fp32") -> None:
         if net.config.arch != "attention":
             raise ValueError(f"AttentionScorer scores attention networks, not {net.config.arch!r}")
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision {precision!r}: fp32 or bf16")
         super().__init__(net, chunk, workers)
+        self.precision = precision
+        self._low: tuple[list[tuple[torch.Tensor, ...]], list[tuple[torch.Tensor, ...]]] | None = None
 
-    def _prepare(self, features: torch.Tensor) -> _DistinctRows:
-        distinct, row_of = _distinct_rows(features.reshape(-1, features.shape[-1]))
-        encoded = self.net.encoder(self.net.embed(distinct))
-        attention = self.net.attention
-        qkv = F.linear(encoded, attention.in_proj_weight, attention.in_proj_bias)
-        padding = features[..., self.net.embed.kind_col] == 0
-        return _DistinctRows(padding, row_of.reshape(features.shape[:2]), encoded, qkv)
+    def scores(self, features: torch.Tensor, heads: Sequence[int] = (0,)) -> np.ndarray:
+        out = torch.zeros((len(features), len(heads)), dtype=torch.float32)
+        if not len(features):
+            return out.numpy()
+        net = self.net.eval()
+        device = next(net.parameters()).device
+        attention = net.attention
+        hidden, num_heads = net.config.hidden, attention.num_heads
+        low = self._low_precision_weights() if self.precision == "bf16" and device.type == "cpu" else None
+        with torch.inference_mode():
+            pairs = _ProgramRows.of(features)
+            if not len(pairs.rows):
+                return out.numpy()  # only empty traces: every score is the empty sum
+            encoded = net.encoder(net.embed(pairs.distinct.to(device)))
+            qkv = F.linear(encoded, attention.in_proj_weight, attention.in_proj_bias)
+            # One program of each multiset of rows, smallest first (chunks of similar size: little padding).
+            order = pairs.representatives[np.argsort(pairs.count[pairs.representatives], kind="stable")]
+            chunks = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
+            log_m = torch.from_numpy(np.log(pairs.multiplicity).astype(np.float32)).to(device)
+            multiplicity = torch.from_numpy(pairs.multiplicity.astype(np.float32)).to(device)
 
-    def _backbone(self, prepared: object, index: torch.Tensor, longest: int) -> tuple[torch.Tensor, torch.Tensor]:
-        assert isinstance(prepared, _DistinctRows)
-        attention = self.net.attention
-        rows = prepared.row_of[index, :longest]
-        padding = prepared.padding[index, :longest]
-        batch, hidden, heads = len(index), self.net.config.hidden, attention.num_heads
-        h = prepared.encoded[rows]
-        q, k, v = (part.reshape(batch, longest, heads, hidden // heads).transpose(1, 2)
-                   for part in prepared.qkv[rows].split(hidden, dim=-1))
-        # As in TLPNet.backbone: an all-padding program (empty trace) attends to itself rather than to nothing.
-        masked = padding & ~padding.all(dim=1, keepdim=True)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=~masked[:, None, None, :])
-        attended = attended.transpose(1, 2).reshape(batch, longest, hidden)
-        h = h + F.linear(attended, attention.out_proj.weight, attention.out_proj.bias)
-        return self.net.blocks(h), padding
+            def score_chunk(programs: np.ndarray) -> None:
+                with torch.inference_mode():  # per thread: PyTorch's grad mode is thread-local
+                    batch, width = len(programs), int(pairs.count[programs].max())
+                    slot = np.arange(width)[None, :]
+                    real = slot < pairs.count[programs][:, None]  # [B, U]: which slots hold a row
+                    first = pairs.start[programs][:, None]
+                    pair = torch.from_numpy(np.where(real, first + slot, first)).to(device)  # [B, U] pair index
+                    real_t = torch.from_numpy(real).to(device)
+                    rows = torch.from_numpy(pairs.rows).to(device)[pair]  # [B, U] distinct row of each slot
+                    q, k, v = (part.reshape(batch, width, num_heads, hidden // num_heads).transpose(1, 2)
+                               for part in qkv[rows].split(hidden, dim=-1))
+                    # Keys: each distinct row once, weighted by its multiplicity; empty slots masked.
+                    bias = torch.where(real_t, log_m[pair], torch.full_like(log_m[pair], float("-inf")))
+                    attended = F.scaled_dot_product_attention(q, k, v, attn_mask=bias[:, None, None, :])
+                    attended = attended.transpose(1, 2).reshape(batch, width, hidden)[real_t]  # real rows only
+                    flat = rows[real_t]
+                    h = encoded[flat] + F.linear(attended, attention.out_proj.weight, attention.out_proj.bias)
+                    per_row = self._blocks_and_heads(h, heads, low)  # [P, len(heads)]
+                    owner = torch.from_numpy(np.nonzero(real)[0]).to(device)
+                    weighted = per_row * multiplicity[pair[real_t]][:, None]
+                    out[torch.from_numpy(programs)] = torch.zeros((batch, len(heads)), dtype=weighted.dtype,
+                                                                  device=device).index_add_(0, owner, weighted).cpu()
+
+            self._run(chunks, score_chunk, device)
+        same = pairs.representative_of  # programs with the same rows: the score of their representative
+        return out[torch.from_numpy(same)].numpy()
+
+    def _blocks_and_heads(self, h: torch.Tensor, heads: Sequence[int],
+                          low: tuple[list[tuple[torch.Tensor, ...]], list[tuple[torch.Tensor, ...]]] | None
+                          ) -> torch.Tensor:
+        net = self.net
+        if low is None:
+            h = net.blocks(h)
+            return torch.stack([net.heads[head](h).squeeze(-1) for head in heads], dim=1)
+        blocks, head_layers = low
+        h = h.to(torch.bfloat16)
+        for w1, b1, w2, b2 in blocks:
+            h = h + F.relu(F.linear(F.relu(F.linear(h, w1, b1)), w2, b2))
+        columns = []
+        for head in heads:
+            w1, b1 = head_layers[head]
+            last = net.heads[head][2]  # hidden -> 1, in fp32 on the bfloat16 activations
+            columns.append(F.linear(F.relu(F.linear(h, w1, b1)).float(), last.weight, last.bias).squeeze(-1))
+        return torch.stack(columns, dim=1)
+
+    def _low_precision_weights(self) -> tuple[list[tuple[torch.Tensor, ...]], list[tuple[torch.Tensor, ...]]]:
+        """bfloat16 copies of the residual blocks' and the heads' hidden layers (made once per scorer)."""
+        if self._low is None:
+            def bf16(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+                return layer.weight.detach().to(torch.bfloat16), layer.bias.detach().to(torch.bfloat16)
+
+            blocks = [(*bf16(block.net[0]), *bf16(block.net[2])) for block in self.net.blocks]
+            self._low = blocks, [bf16(head[0]) for head in self.net.heads]
+        return self._low
+
+
+class _ProgramRows:
+    """Each program as its distinct feature rows with multiplicities (``pairs``), sorted by program then row."""
+
+    def __init__(self, distinct: torch.Tensor, rows: np.ndarray, multiplicity: np.ndarray, count: np.ndarray,
+                 representative_of: np.ndarray) -> None:
+        self.distinct = distinct  # [R, width] the batch's distinct (non-padding) feature rows
+        self.rows = rows  # [P] distinct row of each pair
+        self.multiplicity = multiplicity  # [P] how many positions of its program hold that row
+        self.count = count  # [N] pairs per program (0: an empty trace)
+        self.start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)  # [N] its first pair
+        self.representative_of = representative_of  # [N] the first program with the same pairs
+        self.representatives = np.unique(representative_of[count > 0])
+
+    @staticmethod
+    def of(features: torch.Tensor) -> "_ProgramRows":
+        values = features.cpu().numpy()
+        real = values[..., 0] != 0  # kind id 0: padding
+        program = np.broadcast_to(np.arange(len(values))[:, None], real.shape)[real]
+        distinct, row_of = _distinct_rows(torch.from_numpy(values[real]))
+        keys, multiplicity = np.unique(program.astype(np.int64) * max(len(distinct), 1) + row_of.numpy(),
+                                       return_counts=True)
+        rows = keys % max(len(distinct), 1)
+        count = np.bincount(keys // max(len(distinct), 1), minlength=len(values))
+        representative_of = np.arange(len(values))
+        seen: dict[bytes, int] = {}
+        start = 0
+        for index, n in enumerate(count.tolist()):
+            key = rows[start : start + n].tobytes() + multiplicity[start : start + n].tobytes()
+            representative_of[index] = seen.setdefault(key, index)
+            start += n
+        return _ProgramRows(distinct, rows, multiplicity, count, representative_of)
 
 
 def _distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,8 +240,55 @@ def _distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows[index], torch.from_numpy(row_of.reshape(-1)).to(rows.device)
 
 
-def scorer_for(net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None) -> ChunkedScorer:
-    """The fastest scorer that computes ``net``'s scores exactly (up to float rounding); ``workers``: threads
-    (default: PyTorch's thread count, the machine's physical cores)."""
-    scorer = AttentionScorer if net.config.arch == "attention" else ChunkedScorer
-    return scorer(net, chunk, workers)
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX512_BF16 or AMX-BF16) and PyTorch's oneDNN uses it.
+
+    Without it (AVX2 CPUs such as Zen 3) oneDNN would convert every product to fp32 and be slower than fp32:
+    ``precision="auto"`` then stays fp32. ``TLP_SCORING_PRECISION=fp32`` turns bfloat16 off everywhere.
+    """
+    global _NATIVE_BF16  # pylint: disable=global-statement
+    if _NATIVE_BF16 is None:
+        flags: set[str] = set()
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+                for line in cpuinfo:
+                    if line.startswith("flags"):
+                        flags = set(line.partition(":")[2].split())
+                        break
+        except OSError:
+            pass
+        try:
+            onednn = bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            onednn = False
+        _NATIVE_BF16 = onednn and bool(flags & {"avx512_bf16", "amx_bf16"})
+    return _NATIVE_BF16
+
+
+_NATIVE_BF16: bool | None = None
+
+
+def resolve_precision(precision: str, net: TLPNet) -> str:
+    """``auto`` -> ``bf16`` for an attention network on a CPU with native bfloat16 (unless the environment's
+    ``TLP_SCORING_PRECISION`` says ``fp32``), else ``fp32``; ``fp32`` / ``bf16`` stay as asked."""
+    if precision == "auto":
+        precision = os.environ.get("TLP_SCORING_PRECISION", "auto")
+    if precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"scoring precision {precision!r}: auto, fp32 or bf16")
+    if precision == "auto":
+        on_cpu = next(net.parameters()).device.type == "cpu"
+        return "bf16" if net.config.arch == "attention" and on_cpu and native_bf16() else "fp32"
+    return precision
+
+
+def scorer_for(net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None,
+               precision: str = "fp32") -> ChunkedScorer:
+    """The fastest scorer of ``net``: ``workers`` threads (default: PyTorch's thread count, the machine's physical
+    cores); ``precision``: ``fp32`` (``net``'s scores within float rounding), ``bf16`` (attention networks) or
+    ``auto`` (see :func:`resolve_precision`)."""
+    precision = resolve_precision(precision, net)
+    if net.config.arch == "attention":
+        return AttentionScorer(net, chunk, workers, precision)
+    if precision != "fp32":
+        raise ValueError(f"precision {precision!r} is for attention networks; {net.config.arch!r} scores in fp32")
+    return ChunkedScorer(net, chunk, workers)
