@@ -228,11 +228,14 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         _post_optimize(work_dir, target, config.post_optimization_trials)
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     predicted, predictions = None, []
+    # One pass over the database (hashing every record's workload) serves the predictions and the report.
+    measured = _measured_per_task(database, tunable.all_tasks)
     # Predicted schedules only serve the compiled result: a run that does not compile (benchmarks) skips them.
     predict = config.predicted_schedules and config.compile and not interrupted
     if predict:
-        predicted, predictions = _predict_missing(tunable, target_json, work_dir, database, config)
-    report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started, predicted)
+        predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
+    report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started, predicted,
+                          measured)
     if predict:
         report["predicted"] = _predicted_summary(predictions, work_dir)
     report["interrupted"] = interrupted
@@ -254,7 +257,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     return report
 
 
-def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any,
+def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, best: list[float | None],
                      config: TuneConfig) -> tuple[PredictedDatabase, list[Any]]:
     """Zero-measurement schedules for every task of the program without a valid measured record.
 
@@ -263,8 +266,7 @@ def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
     """
     from tlp.search.cost_model import TLPCostModel  # pylint: disable=import-outside-toplevel
 
-    tasks = tunable.all_tasks
-    _, best = _measured_per_task(database, tasks)
+    tasks = tunable.all_tasks  # ``best``: the best measured latency of each (None: no valid record)
     if all(latency is not None for latency in best):
         return PredictedDatabase(work_dir / PREDICTED_DIR), []
     model_path = config.model_path if config.cost_model == "tlp" else None
@@ -328,12 +330,14 @@ def _post_optimize(work_dir: Path, target: Any, trials: int) -> None:
 
 # ---- report ------------------------------------------------------------------------------------------------
 def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any, config: TuneConfig,
-                 wall_s: float, predicted: PredictedDatabase | None = None) -> dict[str, Any]:
+                 wall_s: float, predicted: PredictedDatabase | None = None,
+                 measured: tuple[list[int], list[float | None]] | None = None) -> dict[str, Any]:
     """The report of a tuning run; the program is compiled with ``database``'s measured records first, then
-    ``predicted``'s (tasks with neither keep TVM's default schedule)."""
+    ``predicted``'s (tasks with neither keep TVM's default schedule). ``measured``: ``_measured_per_task`` of
+    ``database`` for ``tunable.all_tasks`` when the caller already has it."""
     from tlp.search.report import compile_and_time, plot_curve  # pylint: disable=import-outside-toplevel
 
-    all_counts, all_best = _measured_per_task(database, tunable.all_tasks)
+    all_counts, all_best = measured or _measured_per_task(database, tunable.all_tasks)
     counts, best = all_counts[:len(tunable.tasks)], all_best[:len(tunable.tasks)]
     every = [TaskResult(t.name, int(t.weight), float(t.flops), n, b, tuned=i < len(tunable.tasks),
                         schedule=_schedule_kind(t, b, predicted))
