@@ -9,8 +9,10 @@ the search's first batch) and *warm* (caches filled by scoring another random ba
 later batch of a search, which keeps its cost model). A breakdown splits TLP's warm time into reading traces,
 featurizing and the network. Repeats alternate between the models; we report medians and ratios of medians.
 Each task also checks that the fast path's scores equal the straightforward path's (``to_plain(trace.as_json())``,
-uncached featurization, ``TLPNet.forward`` on the whole batch) and records the largest difference, and the load
-average around the task (other processes on the machine slow both sides, TLP's network more).
+uncached featurization, ``TLPNet.forward`` on the whole batch) and records the largest difference, in fp32 and
+in the precision predict uses here (``scoring_precision``: bfloat16 on CPUs with native bfloat16, with the
+Kendall tau of its ranking against the straightforward one; ``TLP_SCORING_PRECISION=fp32`` times fp32), and
+the load average around the task (other processes on the machine slow both sides, TLP's network more).
 
     .venv/bin/python benchmarks/featurize_throughput.py --repeats 5
 """
@@ -32,6 +34,7 @@ import torch
 from tlp._tvm import ms, to_plain, trace_json, tvm
 from tlp.dataset.sampler import CandidateSampler
 from tlp.dataset.store import Dataset
+from tlp.model.inference import resolve_precision
 from tlp.platform import Platform, host_fingerprint, host_target
 from tlp.search.cost_model import TLPCostModel
 from tlp.workloads import load_tasks
@@ -75,6 +78,7 @@ def main() -> None:
     platform_id = Platform.host(target).id
     dataset = Dataset(args.dataset)
     tlp_model = TLPCostModel(args.model, target=target)
+    precision = resolve_precision("auto", tlp_model.model.net)  # what predict scores in on this machine
     rows = []
     for task in load_tasks(args.tasks.split(","), target):
         sampler = CandidateSampler(task, target, num_threads=2)
@@ -97,7 +101,9 @@ def main() -> None:
         medians = {k: statistics.median(v) for k, v in runs.items()}
         difference = _fast_vs_straightforward(tlp_model, context, candidates)
         row = {"task": task.name, "load_average_1min": os.getloadavg()[0],
-               "max_abs_score_difference_fast_vs_straightforward": difference, "candidates": len(candidates), "mean_trace_length": statistics.mean(trace_lengths),
+               "max_abs_score_difference_fast_vs_straightforward": difference["fp32"],
+               "default_precision_vs_straightforward": difference, "candidates": len(candidates),
+               "mean_trace_length": statistics.mean(trace_lengths),
                "xgb_trained_on": xgb_train, "candidates_per_s": runs, "median_candidates_per_s": medians,
                "ratio_tlp_cold_over_xgb": medians["tlp_cold"] / medians["xgb"],
                "ratio_tlp_warm_over_xgb": medians["tlp_warm"] / medians["xgb"],
@@ -107,10 +113,11 @@ def main() -> None:
               f"PerStoreFeature+XGB {medians['xgb']:.0f}/s -> {row['ratio_tlp_cold_over_xgb']:.1f}x cold, "
               f"{row['ratio_tlp_warm_over_xgb']:.1f}x warm (mean trace {row['mean_trace_length']:.0f} instructions; "
               f"warm ms/candidate {row['tlp_warm_ms_per_candidate']}; fast vs straightforward scores differ by at "
-              f"most {difference:.1e})")
+              f"most {difference['fp32']:.1e} in fp32, {difference['default']:.1e} in {precision} (Kendall tau "
+              f"{difference['default_kendall_tau']:.4f}))")
     summary = {"date": datetime.date.today().isoformat(), "machine": host_fingerprint(),
                "python": platform.python_version(), "tvm": tvm.__version__, "model": args.model or "shipped",
-               "batch": args.batch, "repeats": args.repeats, "rows": rows,
+               "scoring_precision": precision, "batch": args.batch, "repeats": args.repeats, "rows": rows,
                "median_ratio_cold": statistics.median(r["ratio_tlp_cold_over_xgb"] for r in rows),
                "median_ratio_warm": statistics.median(r["ratio_tlp_warm_over_xgb"] for r in rows)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -119,17 +126,24 @@ def main() -> None:
           f"-> {args.out}")
 
 
-def _fast_vs_straightforward(tlp_model: TLPCostModel, context, candidates) -> float:
-    """Largest |score difference| between predict's path and the plain one (trace JSON, features, forward)."""
+def _fast_vs_straightforward(tlp_model: TLPCostModel, context, candidates) -> dict[str, float]:
+    """The fast path's scores against the plain one (trace JSON, features, ``TLPNet.forward`` on the whole batch):
+    largest |difference| in fp32 and in the precision predict uses (``auto``: bfloat16 on CPUs that have it
+    natively), and the Kendall tau of the latter's ranking."""
     model, extents = tlp_model.model, tlp_model._task(context).extents
-    fast = model.predict_features(model.featurizer.transform([trace_json(c.sch.trace) for c in candidates],
-                                                             [extents] * len(candidates), tlp_model._feature_cache),
-                                  tlp_model.head)
-    features = model.featurizer.transform([to_plain(c.sch.trace.as_json()) for c in candidates],
-                                          [extents] * len(candidates))
+    features = model.featurizer.transform([trace_json(c.sch.trace) for c in candidates],
+                                          [extents] * len(candidates), tlp_model._feature_cache)
+    plain_features = model.featurizer.transform([to_plain(c.sch.trace.as_json()) for c in candidates],
+                                                [extents] * len(candidates))
     with torch.no_grad():
-        plain = model.net.eval()(torch.from_numpy(features), tlp_model.head).numpy()
-    return float(np.abs(fast - plain).max())
+        plain = model.net.eval()(torch.from_numpy(plain_features), tlp_model.head).numpy()
+    fast = {precision: model.predict_features(features, tlp_model.head, precision=precision)
+            for precision in ("fp32", "auto")}
+    a, b = fast["auto"], plain
+    concordance = np.sign(a[:, None] - a[None, :]) * np.sign(b[:, None] - b[None, :])
+    return {"fp32": float(np.abs(fast["fp32"] - plain).max()), "default": float(np.abs(a - plain).max()),
+            "default_kendall_tau": float(concordance.sum() / (len(a) * (len(a) - 1))),
+            "default_same_best": bool(np.argmax(a) == np.argmax(b))}
 
 
 def _per_second(score, count: int) -> float:
