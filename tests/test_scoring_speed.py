@@ -109,13 +109,16 @@ def test_bfloat16_scoring_keeps_the_ranking(batches, monkeypatch):
             assert np.argmax(low) == np.argmax(exact)
             assert _kendall_tau(low, exact) >= 0.98
             assert np.abs(low - exact).max() < 0.2
-    # auto: bfloat16 only where the CPU has it natively, and never against TLP_SCORING_PRECISION=fp32
+    # auto: fp32 unless TLP_SCORING_PRECISION opts in; then bfloat16 only where the CPU has it natively
+    monkeypatch.delenv("TLP_SCORING_PRECISION", raising=False)
+    monkeypatch.setattr(inference, "_NATIVE_BF16", True)
+    assert resolve_precision("auto", model.net) == "fp32"
+    monkeypatch.setenv("TLP_SCORING_PRECISION", "auto")
+    assert resolve_precision("auto", model.net) == "bf16"
     monkeypatch.setattr(inference, "_NATIVE_BF16", False)
     assert resolve_precision("auto", model.net) == "fp32"
-    monkeypatch.setattr(inference, "_NATIVE_BF16", True)
+    monkeypatch.setenv("TLP_SCORING_PRECISION", "bf16")
     assert resolve_precision("auto", model.net) == "bf16"
-    monkeypatch.setenv("TLP_SCORING_PRECISION", "fp32")
-    assert resolve_precision("auto", model.net) == "fp32"
     with pytest.raises(ValueError):
         resolve_precision("fp16", model.net)
 

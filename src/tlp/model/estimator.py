@@ -322,7 +322,7 @@ class TLPModel:
 
         Through :func:`~tlp.model.inference.scorer_for` (per-row work shared between programs, ``threads``
         workers). ``precision="fp32"`` (training's validation): the same scores as ``self.net(features)`` up to
-        float rounding (``tests/test_scoring_speed.py``); ``"auto"``: bfloat16 where the CPU has it natively.
+        float rounding (``tests/test_scoring_speed.py``); ``"auto"``: see :meth:`predict_features`.
         """
         assert self.net is not None
         self.net.to(device)
@@ -333,9 +333,10 @@ class TLPModel:
                          precision: str = "auto") -> np.ndarray:
         """Scores of featurized programs by one platform's head; ``threads``: CPU threads (default: PyTorch's).
 
-        ``precision``: ``"auto"`` (default) scores the attention network's residual blocks and heads in bfloat16
-        on CPUs with native bfloat16 (AVX512_BF16/AMX; ~1.3-1.5x less network time, held-out top-1 unchanged,
-        see ``tlp.model.inference``) and in fp32 elsewhere; ``"fp32"``: the network's own arithmetic everywhere.
+        ``precision``: ``"auto"`` (default): what ``TLP_SCORING_PRECISION`` says, fp32 when unset; its ``auto``
+        scores the attention network's residual blocks and heads in bfloat16 on CPUs with native bfloat16
+        (AVX512_BF16/AMX; 1.2-1.35x less network time, held-out top-1 unchanged, see ``tlp.model.inference``);
+        ``"fp32"`` / ``"bf16"``: that arithmetic.
         """
         if self.net is None:
             raise RuntimeError("the model is not trained or loaded")

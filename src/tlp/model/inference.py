@@ -12,11 +12,14 @@ which is what a search's cost model needs (it scores hundreds of candidates per 
   only (no padding), and programs with the same rows once.
 
 Both compute ``TLPNet.forward``'s scores within float rounding (~1e-5 on scores of O(10-100)) in ``fp32``.
-``precision="auto"`` (the default of ``TLPModel.predict_features``, so of ``TLPCostModel`` and ``tlp eval``) runs the
+``precision="auto"`` (what ``TLPModel.predict_features``, ``TLPCostModel`` and ``tlp eval`` ask for) is what the
+environment's ``TLP_SCORING_PRECISION`` says, ``fp32`` when it is unset. ``TLP_SCORING_PRECISION=auto`` runs the
 residual blocks and the heads' hidden layer, ~65 % of the arithmetic, in bfloat16 on CPUs that multiply
-bfloat16 natively (AVX512_BF16 or AMX: Zen 4, Sapphire Rapids and later); elsewhere (AVX2 machines such as
-Zen 3, GPUs) it is ``fp32``. Measured on the shipped model: held-out top-1 unchanged on every head, Kendall tau
-of a search batch's scores against fp32 >= 0.99 (``benchmarks/README.md``, "Scoring speed").
+bfloat16 natively (AVX512_BF16 or AMX: Zen 4, Sapphire Rapids and later), ``fp32`` elsewhere. Measured on the
+shipped model: held-out top-1 unchanged on every head, Kendall tau of a search batch's scores against fp32 >= 0.99,
+network time 1.2-1.35x lower but end-to-end scoring within one run's noise (``benchmarks/README.md``, "Scoring
+speed"). Why it is not the default: that gain is not measurable end to end, no search was run with it, and it
+would make the same search rank differently on a Zen 4 and a Zen 3.
 """
 
 from __future__ import annotations
@@ -244,7 +247,7 @@ def native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively (AVX512_BF16 or AMX-BF16) and PyTorch's oneDNN uses it.
 
     Without it (AVX2 CPUs such as Zen 3) oneDNN would convert every product to fp32 and be slower than fp32:
-    ``precision="auto"`` then stays fp32. ``TLP_SCORING_PRECISION=fp32`` turns bfloat16 off everywhere.
+    ``TLP_SCORING_PRECISION=auto`` then stays fp32.
     """
     global _NATIVE_BF16  # pylint: disable=global-statement
     if _NATIVE_BF16 is None:
@@ -269,10 +272,10 @@ _NATIVE_BF16: bool | None = None
 
 
 def resolve_precision(precision: str, net: TLPNet) -> str:
-    """``auto`` -> ``bf16`` for an attention network on a CPU with native bfloat16 (unless the environment's
-    ``TLP_SCORING_PRECISION`` says ``fp32``), else ``fp32``; ``fp32`` / ``bf16`` stay as asked."""
+    """``auto`` -> the environment's ``TLP_SCORING_PRECISION`` (default ``fp32``); its ``auto`` -> ``bf16`` for an
+    attention network on a CPU with native bfloat16, else ``fp32``; ``fp32`` / ``bf16`` stay as asked."""
     if precision == "auto":
-        precision = os.environ.get("TLP_SCORING_PRECISION", "auto")
+        precision = os.environ.get("TLP_SCORING_PRECISION", "fp32")
     if precision not in ("auto", "fp32", "bf16"):
         raise ValueError(f"scoring precision {precision!r}: auto, fp32 or bf16")
     if precision == "auto":

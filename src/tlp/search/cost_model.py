@@ -133,10 +133,9 @@ class TLPCostModel(PyCostModel):
             self._feature_cache.clear()
         features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
         featurized = time.perf_counter()
-        # precision "auto": on CPUs with native bfloat16 (AVX512_BF16/AMX, e.g. Zen 4) the residual blocks and the
-        # head run in bfloat16, ~1.3-1.5x less network time, the network being most of predict's time; held-out
-        # top-1 unchanged on every head of the shipped model (benchmarks/README.md, "Scoring speed"). AVX2 CPUs
-        # (Zen 3) score in fp32, exactly as before; TLP_SCORING_PRECISION=fp32 forces fp32 everywhere.
+        # precision "auto": fp32 unless TLP_SCORING_PRECISION opts into bfloat16 on CPUs with native bfloat16
+        # (AVX512_BF16/AMX, e.g. Zen 4): 1.2-1.35x less network time, held-out top-1 unchanged on every head, but
+        # no measurable end-to-end gain and not checked in a search (tlp.model.inference, benchmarks/README.md).
         scores = self.model.predict_features(features, self.head, self._threads, precision="auto").astype("float64")
         self.seconds["trace"] += traced - started
         self.seconds["featurize"] += featurized - traced
