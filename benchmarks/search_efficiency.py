@@ -47,8 +47,10 @@ def main() -> None:
     parser.add_argument("--workloads", default="bert_tiny")
     parser.add_argument("--models", default="tlp,tlp-online,xgb,random")
     parser.add_argument("--seeds", default="1,2")
-    parser.add_argument("--tlp-model", help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); "
-                                            "runs are stored under their own names (tlp@MODEL)")
+    parser.add_argument("--tlp-model", action="append", default=[],
+                        help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); repeat it to "
+                             "compare several models in one alternating run; runs are stored under tlp@NAME, NAME "
+                             "being the checkpoint's file stem")
     parser.add_argument("--top-tasks", type=int, default=0,
                         help="networks: tune only their N heaviest tasks (weight x FLOPs); 0 = all")
     parser.add_argument("--trials", type=int, default=300, help="budget per workload and run (all its tasks)")
@@ -56,9 +58,10 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=512)
     parser.add_argument("--work-dir", default="runs/bench/search")
     parser.add_argument("--out", default="benchmarks/results/search_efficiency.json")
-    parser.add_argument("--tlp-model-setup-s", type=float, default=0.0,
-                        help="seconds it took to make --tlp-model (e.g. tlp adapt's measuring + training): added to "
-                             "its runs' wall times, so a model built on this machine pays for its own data")
+    parser.add_argument("--tlp-model-setup-s", type=float, action="append", default=[],
+                        help="seconds it took to make the --tlp-model of the same position (e.g. tlp adapt's "
+                             "measuring + training): added to its runs' wall times, so a model built on this machine "
+                             "pays for its own data; 0 for models without one")
     parser.add_argument("--summarize", action="store_true",
                         help="recompute summaries and figures of the results file without tuning")
     args = parser.parse_args()
@@ -73,7 +76,16 @@ def main() -> None:
         out.write_text(json.dumps(stored, indent=1))
         return
     target = host_target()
-    models = args.models.split(",")
+    if len(args.tlp_model_setup_s) > max(len(args.tlp_model), 1):
+        parser.error("more --tlp-model-setup-s than --tlp-model")
+    setup_of = dict(zip(args.tlp_model, args.tlp_model_setup_s))
+    # (run name, base model, TLP checkpoint or None, setup seconds): every TLP-based model once per checkpoint.
+    variants = []
+    for base_model in args.models.split(","):
+        if MODELS[base_model]["cost_model"] == "tlp" and args.tlp_model:
+            variants += [(f"{base_model}@{Path(m).stem}", base_model, m, setup_of.get(m, 0.0)) for m in args.tlp_model]
+        else:
+            variants.append((base_model, base_model, None, 0.0))
     seeds = [int(s) for s in args.seeds.split(",")]
     # Several invocations (different workloads, models or budgets) accumulate in one results file.
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
@@ -86,15 +98,12 @@ def main() -> None:
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
-            for base_model in models:
-                uses_tlp = MODELS[base_model]["cost_model"] == "tlp"
-                model = f"{base_model}@{args.tlp_model}" if uses_tlp and args.tlp_model else base_model
+            for model, base_model, checkpoint, setup_s in variants:
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
                 config = TuneConfig(trials=args.trials, trials_per_iter=args.trials_per_iter, seed=seed,
                                     population=args.population, compile=False, measure=MeasureConfig(),
-                                    model_path=args.tlp_model if uses_tlp else None, **MODELS[base_model])
+                                    model_path=checkpoint, **MODELS[base_model])
                 report = tune(tunable, target, work_dir, config)
-                setup_s = args.tlp_model_setup_s if uses_tlp and args.tlp_model else 0.0
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
                 runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s,
