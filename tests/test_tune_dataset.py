@@ -78,3 +78,25 @@ def test_the_same_program_by_another_trace_is_not_stored_twice(tuned, host_platf
     assert summary.platform == host_platform.id
     assert summary.imported == 0 and summary.already_present == TRIALS
     assert _record_lines(dataset, host_platform.id) == TRIALS
+
+
+def test_cli_import_of_a_tuning_run_keeps_origins_and_the_workloads_names(tuned, host_platform, tmp_path):
+    """`tlp dataset import` of a `tlp tune` work directory: each program keeps its search round and guiding model,
+    `--workload` catalogues the tasks as the run named them, and `--platform` files them under a stored platform."""
+    _, work_dir, dataset, _ = tuned
+    fresh = tmp_path / "fresh"
+    done = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(fresh), "--measured-here",
+                                 "--workload", "dense_64x64x64"], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout)["imported"] == TRIALS
+    programs = list(Dataset(fresh).store(host_platform.id).iter_programs())
+    assert all(p.meta["source"] == "search" and p.meta["cost_model"] == "xgb" for p in programs)
+    assert sorted(p.meta["round"] for p in programs) == [0] * 4 + [1] * 4
+    (entry,) = Dataset(fresh).catalogue().values()
+    assert entry["name"] == "dense_64x64x64" and entry["networks"] == {"op:dense": 1}
+    # Logs of a platform the dataset already holds: filed under it (here: nothing new), an unknown one refused.
+    again = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(fresh), "--platform",
+                                  host_platform.id], capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout)["already_present"] == TRIALS
+    unknown = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(dataset), "--platform",
+                                    "llvm-nowhere-1c-00000000"], capture_output=True, text=True)
+    assert unknown.returncode != 0 and "no platform 'llvm-nowhere-1c-00000000'" in unknown.stderr

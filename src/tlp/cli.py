@@ -125,6 +125,7 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.importer import import_work_dir
     from tlp.dataset.store import Dataset, DatasetError
+    from tlp.dataset.tuning import ORIGINS, add_tuning_run
     from tlp.platform import host_fingerprint
 
     if args.format == "ansor":
@@ -132,10 +133,32 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
     if len(args.work_dir) != 1 or args.task_weights:
         raise DatasetError("tlp dataset import: one MetaSchedule work directory at a time (several files or folders "
                            "and --task-weights are for --format ansor)")
+    dataset, work_dir = Dataset(args.dataset), Path(args.work_dir[0])
     hardware = host_fingerprint() if args.measured_here else {"description": args.hardware or "unknown"}
-    summary = import_work_dir(Dataset(args.dataset), Path(args.work_dir[0]), args.network, hardware)
+    # A platform the dataset already has: logs measured there (another session's machine) join its programs.
+    platform = dataset.store(args.platform).platform if args.platform else None
+    tasks = _workload_tasks(args, work_dir) if args.workload else None
+    if (work_dir / ORIGINS).exists():  # a `tlp tune` run: keep each program's search round and guiding model
+        summary = add_tuning_run(dataset, work_dir, platform, tasks, args.network, hardware)
+    else:
+        summary = import_work_dir(dataset, work_dir, args.network, hardware, platform=platform, tasks=tasks)
     print(json.dumps(summary.__dict__, indent=1))
     return 0
+
+
+def _workload_tasks(args: argparse.Namespace, work_dir: Path) -> list[Any]:
+    """The tasks of ``--workload`` (``--top-tasks``: as tuned), for the catalogue: their names, networks and
+    weights instead of names guessed from the functions and the folder's name as network."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.platform import host_target
+    from tlp.search.sources import resolve
+
+    stamp = work_dir / "target.json"  # what `tlp tune` tuned for; task extraction follows the target
+    target = json.loads(stamp.read_text()) if stamp.exists() else host_target()
+    tunable = resolve(args.workload, target)  # fast math as `tlp tune`'s default: the same task keys
+    if args.top_tasks:
+        tunable = tunable.top_tasks(args.top_tasks)
+    return tunable.all_tasks
 
 
 def _import_ansor(args: argparse.Namespace) -> int:
@@ -571,6 +594,13 @@ def build_parser() -> argparse.ArgumentParser:
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--measured-here", action="store_true", help="the logs were measured on this machine")
     where.add_argument("--hardware", help="description of the machine that measured the logs")
+    where.add_argument("--platform", metavar="PLATFORM_ID",
+                       help="a platform the dataset already has: the logs were measured there (its target must be "
+                            "the records')")
+    imp.add_argument("--workload", metavar="SOURCE",
+                     help="the zoo workload (or file) the run tuned, as given to `tlp tune`: tasks are catalogued "
+                          "with its names, networks and weights")
+    imp.add_argument("--top-tasks", type=int, default=0, metavar="N", help="with --workload: as `tlp tune --top-tasks`")
     imp.set_defaults(func=cmd_dataset_import)
     seal = dataset.add_parser("seal", help="compress appended records into committed segments")
     seal.add_argument("path", nargs="?", default=DEFAULT_DATASET)

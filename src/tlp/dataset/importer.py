@@ -139,8 +139,12 @@ def import_work_dir(
         store.seal()
         summary.workloads = len(added_workloads)
         summary.imported = len(new_programs)
-    if tasks is not None:
-        catalogue_entries = [(t.key, t.name, t.network or network, t.weight, t.flops) for t in tasks]
+    if tasks is not None:  # the log's known tasks by their own names; its other workloads as guessed above
+        in_log = {str(workload[0]) for workload, _, _ in parsed}
+        known = {t.key for t in tasks}
+        catalogue_entries = ([(t.key, t.name, t.network or network, t.weight, t.flops) for t in tasks
+                              if t.key in in_log]
+                             + [entry for entry in catalogue_entries if entry[0] not in known])
     dataset.register_tasks(catalogue_entries)
     summary.skipped = dict(report.skipped)
     summary.examples = report.examples

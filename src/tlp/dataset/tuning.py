@@ -95,11 +95,12 @@ def add_tuning_run(
     platform: Platform | None = None,
     tasks: list[Task] | None = None,
     network: str | None = None,
+    hardware: dict[str, Any] | None = None,
 ) -> ImportSummary:
     """Append every measured candidate of the tuning run in ``work_dir`` to ``dataset``, under ``platform``.
 
-    ``platform`` is the one that measured the run (default: this machine with the records' target, as
-    ``tlp dataset import --measured-here``). ``tasks`` (the tuned tasks) catalogue each workload with its name,
+    ``platform`` is the one that measured the run (default: the records' target on ``hardware``, by default this
+    machine's fingerprint, as ``tlp dataset import --measured-here``). ``tasks`` (the tuned tasks) catalogue each workload with its name,
     network and weight, as ``tlp collect`` does; without them the importer names tasks after their functions and
     ``network`` (default: the work directory's name). Each program's metadata says ``source: "search"`` and, when
     the run wrote ``origins.jsonl`` (``tlp tune`` does), its search ``round`` for its task, the guiding
@@ -118,5 +119,6 @@ def add_tuning_run(
         return origins.get(program_id, {"source": SEARCH_SOURCE})
 
     if platform is None:
-        return import_work_dir(dataset, work_dir, network, host_fingerprint(), origin_of=origin_of, tasks=tasks)
+        return import_work_dir(dataset, work_dir, network, hardware or host_fingerprint(), origin_of=origin_of,
+                               tasks=tasks)
     return import_work_dir(dataset, work_dir, network, platform=platform, origin_of=origin_of, tasks=tasks)

@@ -1,0 +1,83 @@
+"""Add the measured programs of the project's benchmark tuning runs to a dataset (issue 10: search-produced data).
+
+Every benchmark keeps its MetaSchedule work directories (``runs/bench/...``; committed as
+``benchmarks/results/*_runs.tar.xz``). Their candidates are measured search programs — evolved by MetaSchedule's
+search, guided by TLP, XGBoost or random ranking — which is what the dataset lacks. This walks the work
+directories ``<root>/<workload>/<model>-seed<N>/`` that benchmark scripts write, catalogues each task under the
+workload's own name, network and weight (the workload is the folder name, ``-topN`` meaning ``--top-tasks N``),
+and files the programs under the platform that measured them, the same way ``tlp tune --dataset`` does
+(``tlp.dataset.add_tuning_run``; duplicates by program hash are skipped, so re-running adds nothing).
+
+    .venv/bin/python benchmarks/import_runs.py runs/bench/unseen runs/bench/realistic            # measured here
+    .venv/bin/python benchmarks/import_runs.py runs/bench/search --platform llvm-znver3-2c-1ceb2015  # on Zen 3
+
+Runs measured while the machine was loaded should not be imported (their latencies are inflated): keep them out
+of the roots given here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tlp.dataset import Dataset, add_tuning_run
+from tlp.platform import host_fingerprint
+from tlp.search.sources import SourceError, resolve
+
+
+def work_dirs(root: Path) -> list[Path]:
+    """MetaSchedule work directories under ``root`` (any depth), without the predicted-schedule databases."""
+    return sorted(p.parent for p in root.rglob("database_tuning_record.json")
+                  if p.parent.name != "predicted" and p.stat().st_size > 0)
+
+
+def workload_of(work_dir: Path, root: Path) -> tuple[str, int]:
+    """``(workload, top tasks)`` from the folder layout: ``<root>/<workload>[-topN]/<model>-seedN``, or a
+    ``report.json`` naming its source."""
+    report = work_dir / "report.json"
+    name = json.loads(report.read_text()).get("source") if report.exists() else None
+    name = name or (work_dir.parent.name if work_dir.parent != root else work_dir.name)
+    match = re.fullmatch(r"(.+)-top(\d+)", name)
+    return (match.group(1), int(match.group(2))) if match else (name, 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("roots", nargs="+", type=Path)
+    parser.add_argument("--dataset", default="datasets/tlp-cpu")
+    parser.add_argument("--platform", help="a platform of the dataset that measured the runs (default: this machine)")
+    args = parser.parse_args()
+    dataset = Dataset(args.dataset)
+    platform = dataset.store(args.platform).platform if args.platform else None
+    tunables: dict[tuple[str, str, int], Any] = {}
+    totals = {"imported": 0, "already_present": 0, "runs": 0, "skipped": 0}
+    for root in args.roots:
+        for work_dir in work_dirs(root):
+            target = json.loads((work_dir / "target.json").read_text())
+            workload, top = workload_of(work_dir, root)
+            key = (workload, json.dumps(target, sort_keys=True), top)
+            if key not in tunables:
+                try:
+                    tunable = resolve(workload, target)
+                    tunables[key] = tunable.top_tasks(top) if top else tunable
+                except SourceError as error:
+                    print(f"{work_dir}: {error}; its tasks are catalogued by their function names")
+                    tunables[key] = None
+            tunable = tunables[key]
+            summary = add_tuning_run(dataset, work_dir, platform, tunable.all_tasks if tunable else None,
+                                     workload,
+                                     None if platform else host_fingerprint())
+            totals["runs"] += 1
+            totals["imported"] += summary.imported
+            totals["already_present"] += summary.already_present
+            totals["skipped"] += sum(summary.skipped.values())
+            print(f"{work_dir}: {summary.imported} new, {summary.already_present} already stored, "
+                  f"skipped {summary.skipped or 'none'} -> {summary.platform}", flush=True)
+    print(json.dumps(totals))
+
+
+if __name__ == "__main__":
+    main()
