@@ -55,3 +55,14 @@ def test_corrupt_lines_are_skipped_and_counted(tuned_work_dir, tmp_path):
 def test_not_a_work_dir_is_a_clear_error(tmp_path):
     with pytest.raises(DatasetError, match="not a MetaSchedule work directory"):
         import_work_dir(Dataset(tmp_path / "ds"), tmp_path)
+
+
+def test_a_guessed_catalogue_entry_never_overrides_a_known_task(tuned_work_dir, tmp_path, tiny_tasks, host_platform):
+    """A log's workloads are catalogued by guess (function name, weight 1) only when the dataset does not know them:
+    a task another platform collected keeps its name, networks and weight."""
+    dataset = Dataset(tmp_path)
+    key = tiny_tasks[0].key
+    dataset.register_tasks([(key, "the_real_name", "bert_tiny", 2, 1.0)])
+    import_work_dir(dataset, tuned_work_dir, network="my_folder", hardware=host_platform.hardware)
+    assert dataset.catalogue()[key]["name"] == "the_real_name"
+    assert dataset.catalogue()[key]["networks"] == {"bert_tiny": 2}

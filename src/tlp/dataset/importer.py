@@ -139,13 +139,16 @@ def import_work_dir(
         store.seal()
         summary.workloads = len(added_workloads)
         summary.imported = len(new_programs)
-    if tasks is not None:  # the log's known tasks by their own names; its other workloads as guessed above
-        in_log = {str(workload[0]) for workload, _, _ in parsed}
-        known = {t.key for t in tasks}
-        catalogue_entries = ([(t.key, t.name, t.network or network, t.weight, t.flops) for t in tasks
-                              if t.key in in_log]
-                             + [entry for entry in catalogue_entries if entry[0] not in known])
-    dataset.register_tasks(catalogue_entries)
+    # The log's known tasks by their own names and weights; its other workloads as guessed above (function name,
+    # weight 1), but a guess never overrides what the catalogue already knows of a task (another platform's
+    # collection or a --workload import named it and gave its real weight).
+    known = {t.key: t for t in tasks or []}
+    in_log = {str(workload[0]) for workload, _, _ in parsed}
+    catalogued = dataset.catalogue()
+    dataset.register_tasks([(t.key, t.name, t.network or network, t.weight, t.flops) for t in known.values()
+                            if t.key in in_log]
+                           + [entry for entry in catalogue_entries
+                              if entry[0] not in known and entry[0] not in catalogued])
     summary.skipped = dict(report.skipped)
     summary.examples = report.examples
     return summary
