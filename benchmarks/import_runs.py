@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from tlp.dataset import Dataset, add_tuning_run
-from tlp.platform import host_fingerprint
 from tlp.search.sources import SourceError, resolve
 
 
@@ -67,9 +66,8 @@ def main() -> None:
                     print(f"{work_dir}: {error}; its tasks are catalogued by their function names")
                     tunables[key] = None
             tunable = tunables[key]
-            summary = add_tuning_run(dataset, work_dir, platform, tunable.all_tasks if tunable else None,
-                                     workload,
-                                     None if platform else host_fingerprint())
+            # platform None: this machine (add_tuning_run's default, as --measured-here)
+            summary = add_tuning_run(dataset, work_dir, platform, tunable.all_tasks if tunable else None, workload)
             totals["runs"] += 1
             totals["imported"] += summary.imported
             totals["already_present"] += summary.already_present
