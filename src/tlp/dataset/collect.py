@@ -76,6 +76,16 @@ def _measurement_meta(source: str, phash: str, stamp: str, stats: BatchStats, ba
     }
 
 
+# What a program's metadata says about how it was produced (collect's random/evolved draws, a search's round and
+# guiding model); a transfer to another platform keeps it under "origin", so search programs stay search programs.
+ORIGIN_KEYS = ("source", "round", "cost_model", "tuning_run", "time")
+
+
+def origin_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """How the program with this metadata was first produced (its first platform's view, through transfers)."""
+    return dict(meta["origin"]) if "origin" in meta else {k: meta[k] for k in ORIGIN_KEYS if k in meta}
+
+
 def _clip_error(error: str | None) -> str | None:
     """Build/run errors can be whole tracebacks; the end says what went wrong."""
     return None if error is None else error[-2000:]
@@ -382,6 +392,10 @@ def remeasure(
                     meta = _measurement_meta(
                         "remeasure" if same_platform else f"transfer:{source.platform.id}",
                         program.meta.get("program_hash") or program_hash(candidate), stamp, stats, len(batch))
+                    if not same_platform:
+                        meta["origin"] = origin_of(program.meta)
+                    elif "origin" in program.meta:
+                        meta["origin"] = program.meta["origin"]
                     programs.append(MeasuredProgram(program.workload_key, program.trace_json, program.args_info,
                                                     result.run_secs, _clip_error(result.error), meta))
                 target_store.append(programs)
