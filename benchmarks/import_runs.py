@@ -21,10 +21,9 @@ import argparse
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from tlp.dataset import Dataset, add_tuning_run
-from tlp.search.sources import SourceError, resolve
+from tlp.search.sources import SourceError, tuned_tasks
 
 
 def work_dirs(root: Path) -> list[Path]:
@@ -51,23 +50,17 @@ def main() -> None:
     args = parser.parse_args()
     dataset = Dataset(args.dataset)
     platform = dataset.store(args.platform).platform if args.platform else None
-    tunables: dict[tuple[str, str, int], Any] = {}
     totals = {"imported": 0, "already_present": 0, "runs": 0, "skipped": 0}
     for root in args.roots:
         for work_dir in work_dirs(root):
-            target = json.loads((work_dir / "target.json").read_text())
             workload, top = workload_of(work_dir, root)
-            key = (workload, json.dumps(target, sort_keys=True), top)
-            if key not in tunables:
-                try:
-                    tunable = resolve(workload, target)
-                    tunables[key] = tunable.top_tasks(top) if top else tunable
-                except SourceError as error:
-                    print(f"{work_dir}: {error}; its tasks are catalogued by their function names")
-                    tunables[key] = None
-            tunable = tunables[key]
+            try:
+                tasks = tuned_tasks(workload, work_dir, top)
+            except SourceError as error:
+                print(f"{work_dir}: {error}; its tasks are catalogued by their function names")
+                tasks = None
             # platform None: this machine (add_tuning_run's default, as --measured-here)
-            summary = add_tuning_run(dataset, work_dir, platform, tunable.all_tasks if tunable else None, workload)
+            summary = add_tuning_run(dataset, work_dir, platform, tasks, workload)
             totals["runs"] += 1
             totals["imported"] += summary.imported
             totals["already_present"] += summary.already_present

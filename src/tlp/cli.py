@@ -127,6 +127,7 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
     from tlp.dataset.store import Dataset, DatasetError
     from tlp.dataset.tuning import ORIGINS, add_tuning_run
     from tlp.platform import host_fingerprint
+    from tlp.search.sources import tuned_tasks
 
     if args.format == "ansor":
         return _import_ansor(args)
@@ -137,28 +138,14 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
     hardware = host_fingerprint() if args.measured_here else {"description": args.hardware or "unknown"}
     # A platform the dataset already has: logs measured there (another session's machine) join its programs.
     platform = dataset.store(args.platform).platform if args.platform else None
-    tasks = _workload_tasks(args, work_dir) if args.workload else None
+    # the tuned workload's task names, networks and weights instead of names guessed from the functions
+    tasks = tuned_tasks(args.workload, work_dir, args.top_tasks) if args.workload else None
     if (work_dir / ORIGINS).exists():  # a `tlp tune` run: keep each program's search round and guiding model
         summary = add_tuning_run(dataset, work_dir, platform, tasks, args.network, hardware)
     else:
         summary = import_work_dir(dataset, work_dir, args.network, hardware, platform=platform, tasks=tasks)
     print(json.dumps(summary.__dict__, indent=1))
     return 0
-
-
-def _workload_tasks(args: argparse.Namespace, work_dir: Path) -> list[Any]:
-    """The tasks of ``--workload`` (``--top-tasks``: as tuned), for the catalogue: their names, networks and
-    weights instead of names guessed from the functions and the folder's name as network."""
-    # pylint: disable=import-outside-toplevel
-    from tlp.platform import host_target
-    from tlp.search.sources import resolve
-
-    stamp = work_dir / "target.json"  # what `tlp tune` tuned for; task extraction follows the target
-    target = json.loads(stamp.read_text()) if stamp.exists() else host_target()
-    tunable = resolve(args.workload, target)  # fast math as `tlp tune`'s default: the same task keys
-    if args.top_tasks:
-        tunable = tunable.top_tasks(args.top_tasks)
-    return tunable.all_tasks
 
 
 def _import_ansor(args: argparse.Namespace) -> int:

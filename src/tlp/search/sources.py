@@ -15,7 +15,9 @@ PyTorch ones keep the module to compare with eager PyTorch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 from tlp import StageError, TLPError, one_line
 from tlp._tvm import tvm
+from tlp.platform import host_target
 from tlp.workloads import UnknownWorkloadError, expand_names, load_tasks
 from tlp.workloads.extract import import_torch, tasks_from_relax
 from tlp.workloads.rewrites import rewrite_bool_ops
@@ -102,6 +105,24 @@ def resolve(spec: str, target: dict[str, Any], fast_math: bool = True) -> Tunabl
         return from_torch(names[0], network.build(), network.example_inputs(), target, fast_math)
     return Tunable(spec, load_tasks([spec], target))
 
+
+
+def tuned_tasks(spec: str, work_dir: str | Path, top_tasks: int = 0) -> list[Task]:
+    """The tasks ``tlp tune SPEC [--top-tasks N]`` tuned in ``work_dir``, for cataloguing its records.
+
+    Task extraction follows the target (and fast math, on as ``tlp tune``'s default): the one stamped in the run's
+    ``target.json``, this machine's for a run without one, so the task keys match the run's records. Cached per
+    (spec, target, top tasks): importing many runs of one workload extracts its tasks once.
+    """
+    stamp = Path(work_dir) / "target.json"
+    target = json.loads(stamp.read_text()) if stamp.exists() else host_target()
+    return list(_tuned_tasks(spec, json.dumps(target, sort_keys=True), top_tasks))
+
+
+@functools.lru_cache(maxsize=16)
+def _tuned_tasks(spec: str, target_json: str, top_tasks: int) -> tuple[Task, ...]:
+    tunable = resolve(spec, json.loads(target_json))
+    return tuple((tunable.top_tasks(top_tasks) if top_tasks else tunable).all_tasks)
 
 # ---- Python files ------------------------------------------------------------------------------------------
 def _load_python(path: Path) -> Any:
