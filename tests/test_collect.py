@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,8 +102,15 @@ def test_exhausted_design_space_stops_cleanly(tmp_path, host_platform):
     assert summary.exhausted_tasks == ["noop"]
 
 
-def test_remeasure_on_another_platform_uses_the_same_traces(collected, tiny_tasks, host_platform, fast_measure):
-    dataset, _ = collected
+@pytest.fixture
+def collected_copy(collected, tmp_path):
+    """The session's collection, copied: tests that add platforms to it leave the shared one single-platform."""
+    dataset, summary = collected
+    shutil.copytree(dataset.path, tmp_path / "copy")
+    return Dataset(tmp_path / "copy"), summary
+
+def test_remeasure_on_another_platform_uses_the_same_traces(collected_copy, tiny_tasks, host_platform, fast_measure):
+    dataset, _ = collected_copy
     other = Platform(dict(host_platform.target, **{"num-cores": 1}), host_platform.hardware)
     source = dataset.store(host_platform.id)
     summary = remeasure(dataset, source, other, fast_measure, batch_size=8, progress=False, max_batches=1)
@@ -118,6 +126,21 @@ def test_remeasure_on_another_platform_uses_the_same_traces(collected, tiny_task
     again = remeasure(dataset, source, other, fast_measure, batch_size=8, progress=False, max_batches=1)
     assert again.measured == 8 and len(dataset.store(other.id).latest_programs()) == 16  # continues, no repeats
 
+
+
+def test_dataset_info_says_how_programs_were_produced_through_transfers(collected_copy, host_platform, fast_measure):
+    dataset, _ = collected_copy
+    other = Platform(dict(host_platform.target, **{"num-cores": 3}), host_platform.hardware)
+    remeasure(dataset, dataset.store(host_platform.id), other, fast_measure, batch_size=8, progress=False,
+              max_batches=1)
+    info = dataset_info(dataset)
+    mine = info["per_platform"][host_platform.id]
+    assert set(mine["origins"]["sources"]) == {"random", "evolved"}  # collect's own draws, all valid ones counted
+    assert sum(mine["origins"]["sources"].values()) == mine["valid_records"]
+    moved = info["per_platform"][other.id]
+    assert set(moved["origins"]["sources"]) <= {"random", "evolved"}  # not "transfer:...": the first origin
+    assert sum(moved["origins"]["sources"].values()) == moved["valid_records"]
+    assert mine["valid_per_network_task_median"] == 0  # operators only: no network task
 
 def test_records_taken_under_load_are_remeasured(collected, host_platform, tmp_path, fast_measure):
     dataset, _ = collected

@@ -79,6 +79,9 @@ def _measurement_meta(source: str, phash: str, stamp: str, stats: BatchStats, ba
 # What a program's metadata says about how it was produced (collect's random/evolved draws, a search's round and
 # guiding model); a transfer to another platform keeps it under "origin", so search programs stay search programs.
 ORIGIN_KEYS = ("source", "round", "cost_model", "tuning_run", "time")
+# Sources that name how a program was produced; the others ("transfer:<platform>", "remeasure") say only how it was
+# measured again.
+PRIMARY_SOURCES = frozenset({"random", "evolved", "search", "import", "ansor"})
 
 
 def origin_of(meta: dict[str, Any]) -> dict[str, Any]:
@@ -392,10 +395,9 @@ def remeasure(
                     meta = _measurement_meta(
                         "remeasure" if same_platform else f"transfer:{source.platform.id}",
                         program.meta.get("program_hash") or program_hash(candidate), stamp, stats, len(batch))
-                    if not same_platform:
-                        meta["origin"] = origin_of(program.meta)
-                    elif "origin" in program.meta:
-                        meta["origin"] = program.meta["origin"]
+                    origin = origin_of(program.meta)
+                    if origin.get("source") in PRIMARY_SOURCES:  # what the new measurement does not say
+                        meta["origin"] = origin
                     programs.append(MeasuredProgram(program.workload_key, program.trace_json, program.args_info,
                                                     result.run_secs, _clip_error(result.error), meta))
                 target_store.append(programs)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from collections import Counter
+from typing import Any, Callable
 
-from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD
-from tlp.dataset.store import LOST_WORKLOAD, Dataset, ReadReport
+from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD, PRIMARY_SOURCES, origin_of
+from tlp.dataset.store import LOST_WORKLOAD, Dataset, MeasuredProgram, ReadReport
 
 
 def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOLD) -> dict[str, Any]:
@@ -17,10 +18,16 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
     totals = {"records": 0, "valid_records": 0, "failed_records": 0, "measurements": 0, "loaded_records": 0}
     all_cvs: list[float] = []
     valid_per_key: dict[str, int] = {}
-    for platform_id in dataset.platform_ids():
+    reports = {platform_id: ReadReport() for platform_id in dataset.platform_ids()}
+    # A re-measured or transferred program's origin is that of its first measurement (any platform).
+    first_origins: dict[str, dict[str, Any]] = {}
+    stored = {platform_id: dataset.store(platform_id).latest_programs(report, each=_origin_collector(first_origins))
+              for platform_id, report in reports.items()}
+    network_keys = {key for key, entry in catalogue.items()
+                    if any(not n.startswith("op:") for n in entry.get("networks", {}))}
+    for platform_id, programs in stored.items():
         store = dataset.store(platform_id)
-        report = ReadReport()
-        programs = store.latest_programs(report)
+        report = reports[platform_id]
         measurements = sum(1 for _ in store.table_lines(store.records, ReadReport()))
         # Records lost: those of damaged record segments, plus readable ones whose workload line was lost.
         lost_lines = report.lost_lines(store.records)
@@ -36,7 +43,9 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
             valid_per_key[program.workload_key] = valid_per_key.get(program.workload_key, 0) + 1
         all_tasks |= tasks
         all_cvs.extend(cvs)
-        per_task = [sum(1 for p in valid if p.workload_key == key) for key in tasks]
+        valid_here = Counter(p.workload_key for p in valid)
+        per_task = [valid_here[key] for key in tasks]
+        per_network_task = [valid_here[key] for key in tasks & network_keys]
         platforms[platform_id] = {
             "target": store.platform.target,
             "hardware": store.platform.hardware,
@@ -53,6 +62,8 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
             "noise_cv_median_loaded": statistics.median(loaded_cvs) if loaded_cvs else None,
             "valid_per_task_min": min(per_task) if per_task else 0,
             "valid_per_task_median": statistics.median(per_task) if per_task else 0,
+            "valid_per_network_task_median": statistics.median(per_network_task) if per_network_task else 0,
+            "origins": _origin_counts(valid, first_origins),
             "skipped_lines": dict(report.skipped),
             "skipped_examples": report.examples,
             "damaged_segments": [d.to_json() for d in report.damaged],
@@ -91,6 +102,37 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
     }
 
 
+def _origin_collector(origins: dict[str, dict[str, Any]]) -> Callable[[MeasuredProgram], None]:
+    """A visitor that keeps, per program id, the most detailed origin (round, model) its measurements state."""
+
+    def collect(program: MeasuredProgram) -> None:
+        origin = origin_of(program.meta)
+        if origin.get("source") in PRIMARY_SOURCES:
+            known = origins.get(program.id)
+            if known is None or len(origin) > len(known):
+                origins[program.id] = origin
+
+    return collect
+
+
+def _origin_counts(valid: list[MeasuredProgram], first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How this platform's valid programs were produced: collect's random / evolved draws, a search's programs
+    (by round: the task's first batch or a later one; by guiding cost model), imports; transfers resolved."""
+    kinds: Counter = Counter()
+    rounds: Counter = Counter()
+    guided_by: Counter = Counter()
+    for program in valid:
+        origin = origin_of(program.meta)
+        if origin.get("source") not in PRIMARY_SOURCES:
+            origin = first_origins.get(program.id, {"source": "unknown"})
+        kinds[origin["source"]] += 1
+        if origin["source"] == "search":
+            rounds["unknown" if origin.get("round") is None else "0" if origin["round"] == 0 else "later"] += 1
+            guided_by[origin.get("cost_model") or "unknown"] += 1
+    return {"sources": dict(kinds.most_common()), "search_rounds": dict(rounds), "search_guided_by":
+            dict(guided_by.most_common())}
+
+
 def _quantile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -121,10 +163,17 @@ def format_info(info: dict[str, Any]) -> str:
                      + (f" ({hardware['llvm_cpu']})" if hardware.get("llvm_cpu") else ""))
         lines.append(
             f"    tasks {p['tasks']}, records {p['records']} ({p['valid_records']} valid, {p['failed_records']} failed), "
-            f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']}, "
+            f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']} (network tasks: "
+            f"median {p['valid_per_network_task_median']}), "
             f"noise cv median {_fmt(p['noise_cv_median'])} p90 {_fmt(p['noise_cv_p90'])} (quiet "
             f"{_fmt(p['noise_cv_median_quiet'])}, loaded {_fmt(p['noise_cv_median_loaded'])}), loaded {p['loaded_records']}"
         )
+        origins = p["origins"]
+        lines.append("    produced by: " + ", ".join(f"{k} {v}" for k, v in origins["sources"].items())
+                     + (f"; search rounds: first {origins['search_rounds'].get('0', 0)}, later "
+                        f"{origins['search_rounds'].get('later', 0)}, unknown {origins['search_rounds'].get('unknown', 0)}"
+                        "; guided by " + ", ".join(f"{k} {v}" for k, v in origins["search_guided_by"].items())
+                        if origins["search_guided_by"] else ""))
         for reason, count in p["skipped_lines"].items():
             lines.append(f"    skipped {count}: {reason}")
         for example in p["skipped_examples"][:3]:

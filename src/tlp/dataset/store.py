@@ -25,7 +25,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tlp.dataset.table import Damage, DatasetError, Table
 from tlp.platform import Platform
@@ -335,10 +335,16 @@ class PlatformStore:
                 program.error = program.error or f"invalid run_secs {run_secs}"
             yield program
 
-    def latest_programs(self, report: ReadReport | None = None) -> dict[str, MeasuredProgram]:
-        """One measurement per program: the last one, unless an earlier one was taken on a quieter machine."""
+    def latest_programs(self, report: ReadReport | None = None,
+                        each: Callable[[MeasuredProgram], None] | None = None) -> dict[str, MeasuredProgram]:
+        """One measurement per program: the last one, unless an earlier one was taken on a quieter machine.
+
+        ``each``, if given, sees every measurement on the way (re-measurements included), in the same single read.
+        """
         best: dict[str, MeasuredProgram] = {}
         for program in self.iter_programs(report):
+            if each is not None:
+                each(program)
             current = best.get(program.id)
             if current is None or _preferred(program, current):
                 best[program.id] = program

@@ -145,7 +145,10 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
             raise KeyboardInterrupt
         stop["requested"] = True
-        print("\ntlp tune: stopping after this batch (Ctrl-C again to stop now)", flush=True)
+        # MetaSchedule's gradient scheduler first sends one batch of every task and records them only afterwards:
+        # on a network with many tasks, "after this batch" can mean after that whole first round.
+        print("\ntlp tune: stopping once the batches in flight are recorded (in the first round, one per task); "
+              "Ctrl-C again to stop now, losing those", flush=True)
 
     signal.signal(signal.SIGINT, handler)
     try:
