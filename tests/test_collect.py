@@ -12,7 +12,7 @@ import pytest
 
 from tlp._tvm import ms, tvm
 from tlp.dataset import CollectPlan, Dataset, collect, dataset_info, remeasure
-from tlp.dataset.collect import origin_of
+from tlp.dataset.collect import origin_from_meta
 from tlp.platform import Platform
 from tlp.workloads.task import Task
 
@@ -120,7 +120,7 @@ def test_remeasure_on_another_platform_uses_the_same_traces(collected_copy, tiny
     assert set(moved) <= set(original)
     assert all(p.meta["source"] == f"transfer:{host_platform.id}" for p in moved.values())
     # how each program was produced travels with it: collect's draws say random/evolved (and when)
-    assert all(p.meta["origin"] == origin_of(original[p.id].meta) for p in moved.values())
+    assert all(p.meta["origin"] == origin_from_meta(original[p.id].meta) for p in moved.values())
     assert {p.meta["origin"]["source"] for p in moved.values()} <= {"random", "evolved"}
     assert {p.meta["program_hash"] for p in moved.values()} <= {p.meta["program_hash"] for p in original.values()}
     again = remeasure(dataset, source, other, fast_measure, batch_size=8, progress=False, max_batches=1)

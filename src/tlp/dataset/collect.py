@@ -84,7 +84,7 @@ ORIGIN_KEYS = ("source", "round", "cost_model", "tuning_run", "time")
 PRIMARY_SOURCES = frozenset({"random", "evolved", "search", "import", "ansor"})
 
 
-def origin_of(meta: dict[str, Any]) -> dict[str, Any]:
+def origin_from_meta(meta: dict[str, Any]) -> dict[str, Any]:
     """How the program with this metadata was first produced (its first platform's view, through transfers)."""
     return dict(meta["origin"]) if "origin" in meta else {k: meta[k] for k in ORIGIN_KEYS if k in meta}
 
@@ -395,7 +395,7 @@ def remeasure(
                     meta = _measurement_meta(
                         "remeasure" if same_platform else f"transfer:{source.platform.id}",
                         program.meta.get("program_hash") or program_hash(candidate), stamp, stats, len(batch))
-                    origin = origin_of(program.meta)
+                    origin = origin_from_meta(program.meta)
                     if origin.get("source") in PRIMARY_SOURCES:  # what the new measurement does not say
                         meta["origin"] = origin
                     programs.append(MeasuredProgram(program.workload_key, program.trace_json, program.args_info,

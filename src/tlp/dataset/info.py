@@ -6,7 +6,7 @@ import statistics
 from collections import Counter
 from typing import Any, Callable
 
-from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD, PRIMARY_SOURCES, origin_of
+from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD, PRIMARY_SOURCES, origin_from_meta
 from tlp.dataset.store import LOST_WORKLOAD, Dataset, MeasuredProgram, ReadReport
 
 
@@ -106,7 +106,7 @@ def _origin_collector(origins: dict[str, dict[str, Any]]) -> Callable[[MeasuredP
     """A visitor that keeps, per program id, the most detailed origin (round, model) its measurements state."""
 
     def collect(program: MeasuredProgram) -> None:
-        origin = origin_of(program.meta)
+        origin = origin_from_meta(program.meta)
         if origin.get("source") in PRIMARY_SOURCES:
             known = origins.get(program.id)
             if known is None or len(origin) > len(known):
@@ -122,7 +122,7 @@ def _origin_counts(valid: list[MeasuredProgram], first_origins: dict[str, dict[s
     rounds: Counter = Counter()
     guided_by: Counter = Counter()
     for program in valid:
-        origin = origin_of(program.meta)
+        origin = origin_from_meta(program.meta)
         if origin.get("source") not in PRIMARY_SOURCES:
             origin = first_origins.get(program.id, {"source": "unknown"})
         kinds[origin["source"]] += 1

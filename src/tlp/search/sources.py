@@ -106,7 +106,6 @@ def resolve(spec: str, target: dict[str, Any], fast_math: bool = True) -> Tunabl
     return Tunable(spec, load_tasks([spec], target))
 
 
-
 def tuned_tasks(spec: str, work_dir: str | Path, top_tasks: int = 0) -> list[Task]:
     """The tasks ``tlp tune SPEC [--top-tasks N]`` tuned in ``work_dir``, for cataloguing its records.
 
@@ -123,6 +122,7 @@ def tuned_tasks(spec: str, work_dir: str | Path, top_tasks: int = 0) -> list[Tas
 def _tuned_tasks(spec: str, target_json: str, top_tasks: int) -> tuple[Task, ...]:
     tunable = resolve(spec, json.loads(target_json))
     return tuple((tunable.top_tasks(top_tasks) if top_tasks else tunable).all_tasks)
+
 
 # ---- Python files ------------------------------------------------------------------------------------------
 def _load_python(path: Path) -> Any:
