@@ -1,7 +1,7 @@
 """``tlp tune``: MetaSchedule's search guided by a chosen cost model, with resumable databases and a report.
 
 The search itself is MetaSchedule's (``tune_tasks``: gradient task scheduler, evolutionary search); TLP changes
-the cost model and the measurement set-up (our builder, which does not import every backend's intrinsics in each
+the cost model, when a measured batch is recorded (at once, :mod:`tlp.search.scheduler`) and the measurement set-up (our builder, which does not import every backend's intrinsics in each
 worker, and index-safe argument filling; see :mod:`tlp._tvm`). The work directory holds MetaSchedule's own
 ``JSONDatabase`` files, so the result is reusable by any MetaSchedule tool, and ``history.jsonl``, one line per
 measured batch, from which the best-latency-vs-trials curve is drawn. Re-running the same command continues: trials
@@ -33,6 +33,7 @@ from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
+from tlp.search.scheduler import RecordingGradientScheduler
 from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
 from tlp.search.sources import Tunable
@@ -145,10 +146,9 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
             raise KeyboardInterrupt
         stop["requested"] = True
-        # MetaSchedule's gradient scheduler first sends one batch of every task and records them only afterwards:
-        # on a network with many tasks, "after this batch" can mean after that whole first round.
-        print("\ntlp tune: stopping once the batches in flight are recorded (in the first round, one per task); "
-              "Ctrl-C again to stop now, losing those", flush=True)
+        # RecordingGradientScheduler stores each batch as soon as it is measured: only the one in flight is waited for.
+        print("\ntlp tune: stopping once the batch in flight is measured and recorded; "
+              "Ctrl-C again to stop now, losing it", flush=True)
 
     signal.signal(signal.SIGINT, handler)
     try:
@@ -218,7 +218,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                    work_dir=str(work_dir), max_trials_global=remaining, max_trials_per_task=per_task,
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
                                    runner=measurer.runner, database=database, cost_model=cost_model,
-                                   measure_callbacks=callbacks, task_scheduler="gradient")
+                                   measure_callbacks=callbacks,
+                                   task_scheduler=RecordingGradientScheduler(seed=config.seed))
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         except Exception:  # the FFI wraps our TuneInterrupted raised inside a callback

@@ -1,0 +1,73 @@
+"""The task scheduler of `tlp tune` records each measured batch at once (MetaSchedule's waits for the first round)."""
+
+from tvm.ir.utils import derived_object
+
+from tlp._tvm import ms
+from tlp.dataset.measure import Measurer
+from tlp.search.scheduler import RecordingGradientScheduler
+
+TRIALS_PER_ITER = 4
+
+
+@derived_object
+class _BuildsBeforeEachRecord(ms.measure_callback.PyMeasureCallback):
+    """At each recorded batch: how many batches the builder had built by then, and which task it was."""
+
+    def __init__(self, builds: list[int]) -> None:
+        super().__init__()
+        self.builds = builds
+        self.seen: list[tuple[int, int]] = []
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.seen.append((task_id, self.builds[0]))
+
+
+@derived_object
+class _CountingBuilder(ms.builder.PyBuilder):
+    """Our builder, counting the batches it builds."""
+
+    def __init__(self, inner, builds: list[int]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.builds = builds
+
+    def build(self, build_inputs):
+        self.builds[0] += 1
+        return self.inner.build(build_inputs)
+
+
+def _tune(tiny_tasks, host_platform, fast_measure, work_dir, scheduler, trials):
+    work_dir.mkdir()
+    measurer = Measurer(host_platform.target, fast_measure)
+    builds = [0]
+    watcher = _BuildsBeforeEachRecord(builds)
+    contexts = [ms.TuneContext(mod=task.mod, target=host_platform.target, space_generator="post-order-apply",
+                               search_strategy=ms.search_strategy.EvolutionarySearch(population_size=32),
+                               task_name=task.name, rand_state=i, num_threads=1)
+                for i, task in enumerate(tiny_tasks)]
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [watcher]
+    ms.tune.tune_tasks(tasks=contexts, task_weights=[1.0] * len(contexts), work_dir=str(work_dir),
+                       max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ITER, builder=_CountingBuilder(measurer.builder, builds),
+                       runner=measurer.runner, database=database, cost_model=ms.cost_model.RandomModel(),
+                       measure_callbacks=callbacks, task_scheduler=scheduler)
+    return watcher.seen, database
+
+
+def test_each_batch_is_recorded_before_the_next_is_built(tmp_path, tiny_tasks, host_platform, fast_measure):
+    trials = 4 * TRIALS_PER_ITER
+    seen, database = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "ours",
+                           RecordingGradientScheduler(seed=0), trials)
+    # Batch k is in the database (its callbacks ran) when k batches were built: none waits behind another.
+    assert [builds for _, builds in seen] == list(range(1, len(seen) + 1))
+    assert [task for task, _ in seen][:2] == [0, 1]  # the first round: one batch of each task, in order
+    assert len(seen) == trials // TRIALS_PER_ITER and len(database.get_all_tuning_records()) == trials
+    assert {task for task, _ in seen} == {0, 1}
+
+
+def test_metaschedule_gradient_scheduler_records_the_first_round_only_at_its_end(tmp_path, tiny_tasks,
+                                                                                   host_platform, fast_measure):
+    # Why RecordingGradientScheduler exists: with MetaSchedule's own, the first batch is recorded only after
+    # every task's first batch was built and run (a Ctrl-C or kill inside that round loses all of them).
+    seen, _ = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "theirs", "gradient", 3 * TRIALS_PER_ITER)
+    assert seen[0][1] == len(tiny_tasks)
