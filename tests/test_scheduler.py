@@ -5,6 +5,8 @@ from tvm.ir.utils import derived_object
 from tlp._tvm import ms
 from tlp.dataset.measure import Measurer
 from tlp.search.scheduler import RecordingGradientScheduler
+from tlp.search.task_profile import design_space_decisions
+from tlp.workloads import load_tasks
 
 TRIALS_PER_ITER = 4
 
@@ -71,3 +73,27 @@ def test_metaschedule_gradient_scheduler_records_the_first_round_only_at_its_end
     # every task's first batch was built and run (a Ctrl-C or kill inside that round loses all of them).
     seen, _ = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "theirs", "gradient", 3 * TRIALS_PER_ITER)
     assert seen[0][1] == len(tiny_tasks)
+
+
+def test_a_one_program_task_ends_once_its_program_is_measured(tmp_path, host_platform, fast_measure):
+    """A one-program design space (an elementwise op) is measured once and then left alone: MetaSchedule would
+    pick it again and search five more times in vain (no new program exists) before giving up on it."""
+    tasks = load_tasks(["dense_64x64x64", "residual_add_relu_c64_56x56"], host_platform.target)
+    assert [design_space_decisions(t, host_platform.target)[1] == 0 for t in tasks] == [False, True]
+    scheduler = RecordingGradientScheduler(seed=0)
+    seen, database = _tune(tasks, host_platform, fast_measure, tmp_path / "ours", scheduler, 4 * TRIALS_PER_ITER)
+    assert [task for task, _ in seen].count(1) == 1  # the relu: its one program, then never picked again
+    assert scheduler.one_program.get(1) is True and scheduler.one_program.get(0) is not True
+    # The rest of the budget goes to the dense (MetaSchedule checks the budget before each batch: 13 < 16, one more).
+    assert len(database.get_all_tuning_records()) == 1 + 4 * TRIALS_PER_ITER
+
+
+def test_each_task_ends_at_its_own_total_when_a_run_resumes(tmp_path, tiny_tasks, host_platform, fast_measure):
+    """`--trials-per-task` counts earlier runs: a task that has its trials already is not measured again, while
+    one that has none gets its full share (MetaSchedule's cap is one number for all tasks of a run)."""
+    scheduler = RecordingGradientScheduler(seed=0, trials_per_task=2 * TRIALS_PER_ITER,
+                                           measured_before=[2 * TRIALS_PER_ITER, 0])
+    seen, database = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "resumed", scheduler,
+                           8 * TRIALS_PER_ITER)
+    assert {task for task, _ in seen} == {1}  # the dense had its 8 before this run
+    assert len(database.get_all_tuning_records()) == 2 * TRIALS_PER_ITER

@@ -167,6 +167,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_database(tmp_path, tiny_checkpoint):
     assert "interrupted" in stderr and "re-run to continue" in stderr
     records = [json.loads(line) for line in (work / "database_tuning_record.json").read_text().splitlines()]
     assert 4 <= len(records) < 200  # the batches measured before Ctrl-C, each a complete JSON line
+    report = json.loads((work / "report.json").read_text())
+    assert report["interrupted"] and "compiled" not in report  # the re-run compiles; an interrupted one does not
 
 
 def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):

@@ -100,3 +100,38 @@ def test_cli_import_of_a_tuning_run_keeps_origins_and_the_workloads_names(tuned,
     unknown = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(dataset), "--platform",
                                     "llvm-nowhere-1c-00000000"], capture_output=True, text=True)
     assert unknown.returncode != 0 and "no platform 'llvm-nowhere-1c-00000000'" in unknown.stderr
+
+
+LINEAR_GELU = '''
+import torch
+
+class LinearGelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.linear(x)).transpose(0, 1)
+
+torch.manual_seed(0)
+model = LinearGelu().eval()
+example_inputs = (torch.randn(16, 64),)
+'''
+
+
+def test_info_counts_network_tasks_with_a_one_program_design_space_apart(tmp_path, host_platform):
+    """`tlp dataset info` gives the programs per network task also over the tasks a search can add programs to:
+    an elementwise task's design space holds one program, however long anyone searches."""
+    source, dataset = tmp_path / "linear_gelu.py", tmp_path / "dataset"
+    source.write_text(LINEAR_GELU)
+    subprocess.run(TLP + ["tune", str(source), "--cost-model", "random", "--trials", "8", "--trials-per-iter", "4",
+                          "--population", "64", "--work-dir", str(tmp_path / "run"), "--dataset", str(dataset),
+                          "--no-predicted-schedules", "--json"], capture_output=True, text=True, check=True)
+    info = json.loads(subprocess.run(TLP + ["dataset", "info", str(dataset), "--json"], capture_output=True,
+                                     text=True, check=True).stdout)["per_platform"][host_platform.id]
+    tunable = info["network_tasks"] - info["one_program_network_tasks"]
+    assert info["one_program_network_tasks"] >= 1 and tunable >= 1, info
+    assert info["valid_per_tunable_network_task_median"] > 1  # the matmul: several programs; the others: one each
+    assert info["tunable_network_tasks_with_at_least"] == {"32": 0, "64": 0, "96": 0}
+    text = subprocess.run(TLP + ["dataset", "info", str(dataset)], capture_output=True, text=True, check=True).stdout
+    assert f"the {tunable} with a design space to search" in text

@@ -46,6 +46,10 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         valid_here = Counter(p.workload_key for p in valid)
         per_task = [valid_here[key] for key in tasks]
         per_network_task = [valid_here[key] for key in tasks & network_keys]
+        # A task whose traces sample nothing has one program: no amount of data or search adds a second one, so
+        # "programs per network task" is also given over the tasks whose design space has choices.
+        tunable = {p.workload_key for p in programs.values() if has_decisions(p.trace_json)}
+        per_tunable_network_task = [valid_here[key] for key in tasks & network_keys & tunable]
         platforms[platform_id] = {
             "target": store.platform.target,
             "hardware": store.platform.hardware,
@@ -63,6 +67,12 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
             "valid_per_task_min": min(per_task) if per_task else 0,
             "valid_per_task_median": statistics.median(per_task) if per_task else 0,
             "valid_per_network_task_median": statistics.median(per_network_task) if per_network_task else 0,
+            "network_tasks": len(per_network_task),
+            "one_program_network_tasks": len(per_network_task) - len(per_tunable_network_task),
+            "valid_per_tunable_network_task_median": (statistics.median(per_tunable_network_task)
+                                                      if per_tunable_network_task else 0),
+            "tunable_network_tasks_with_at_least": {str(n): sum(v >= n for v in per_tunable_network_task)
+                                                    for n in (32, 64, 96)},
             "origins": _origin_counts(valid, first_origins),
             "skipped_lines": dict(report.skipped),
             "skipped_examples": report.examples,
@@ -100,6 +110,11 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         "per_network": dict(sorted(per_network.items())),
         "per_platform": platforms,
     }
+
+
+def has_decisions(trace_json: Any) -> bool:
+    """Whether a stored trace (``[instructions, decisions]``) sampled anything: tile sizes, unroll, locations."""
+    return isinstance(trace_json, list) and len(trace_json) > 1 and bool(trace_json[1])
 
 
 def _origin_collector(origins: dict[str, dict[str, Any]]) -> Callable[[MeasuredProgram], None]:
@@ -163,11 +178,16 @@ def format_info(info: dict[str, Any]) -> str:
                      + (f" ({hardware['llvm_cpu']})" if hardware.get("llvm_cpu") else ""))
         lines.append(
             f"    tasks {p['tasks']}, records {p['records']} ({p['valid_records']} valid, {p['failed_records']} failed), "
-            f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']} (network tasks: "
-            f"median {p['valid_per_network_task_median']}), "
+            f"valid per task min {p['valid_per_task_min']} / median {p['valid_per_task_median']}, "
             f"noise cv median {_fmt(p['noise_cv_median'])} p90 {_fmt(p['noise_cv_p90'])} (quiet "
             f"{_fmt(p['noise_cv_median_quiet'])}, loaded {_fmt(p['noise_cv_median_loaded'])}), loaded {p['loaded_records']}"
         )
+        if p["network_tasks"]:
+            tunable, at_least = p["network_tasks"] - p["one_program_network_tasks"], p["tunable_network_tasks_with_at_least"]
+            lines.append(f"    network tasks {p['network_tasks']}: valid per task median {p['valid_per_network_task_median']}; "
+                         f"the {tunable} with a design space to search (the other {p['one_program_network_tasks']} "
+                         f"hold one program): median {p['valid_per_tunable_network_task_median']}, with >= 32 / 64 / 96: "
+                         f"{at_least['32']} / {at_least['64']} / {at_least['96']}")
         origins = p["origins"]
         lines.append("    produced by: " + ", ".join(f"{k} {v}" for k, v in origins["sources"].items())
                      + (f"; search rounds: first {origins['search_rounds'].get('0', 0)}, later "

@@ -27,7 +27,12 @@ def design_space_decisions(task: Task, target_json: dict[str, Any]) -> tuple[int
     context = ms.TuneContext(mod=task.mod, target=tvm.target.Target(target_json),
                              space_generator="post-order-apply", task_name=task.name, num_threads=1)
     spaces = context.space_generator.generate_design_space(task.mod)
-    return len(spaces), max((len(space.trace.decisions) for space in spaces), default=0)
+    return len(spaces), most_decisions(spaces)
+
+
+def most_decisions(spaces: list[Any]) -> int:
+    """The most sampled decisions in any of these design spaces (schedules); 0: each space is one program."""
+    return max((len(space.trace.decisions) for space in spaces), default=0)
 
 
 def dominant_tasks(tasks: list[Task], best_latencies: list[float | None],

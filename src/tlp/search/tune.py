@@ -209,7 +209,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [origin_log, progress]
         cost_model = make_cost_model(config, target_json)
         weights = [float(t.weight) for t in tunable.tasks]
-        # The task scheduler's budgets are per run: what earlier runs measured is already spent.
+        # MetaSchedule's per-task budget is per run and the same for all tasks: the most any task has left (the
+        # scheduler ends each task at its own total).
         per_task = None if config.trials_per_task is None else max(
             1, config.trials_per_task - min(done_per_task))
         try:
@@ -219,7 +220,9 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
                                    runner=measurer.runner, database=database, cost_model=cost_model,
                                    measure_callbacks=callbacks,
-                                   task_scheduler=RecordingGradientScheduler(seed=config.seed))
+                                   task_scheduler=RecordingGradientScheduler(
+                                       seed=config.seed, trials_per_task=config.trials_per_task,
+                                       measured_before=done_per_task))
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         except Exception:  # the FFI wraps our TuneInterrupted raised inside a callback
@@ -231,6 +234,10 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     if config.post_optimization and not interrupted:
         _post_optimize(work_dir, target, config.post_optimization_trials)
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    added = None
+    if config.dataset:  # also after an interruption, and before compiling (minutes): what was measured is kept
+        platform = Platform.host(parse_target(target_json))
+        added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks, Path(tunable.name).name)
     predicted, predictions = None, []
     # One pass over the database (hashing every record's workload) serves the predictions and the report.
     measured = _measured_per_task(database, tunable.all_tasks)
@@ -239,7 +246,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     if predict:
         predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
     report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started, predicted,
-                          measured)
+                          measured, compile_result=not interrupted)
     if predict:
         report["predicted"] = _predicted_summary(predictions, work_dir)
     report["interrupted"] = interrupted
@@ -251,9 +258,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         # How much of this run's wall time the TLP model took (reading traces, featurizing, its network).
         report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
         report["candidates_scored"] = cost_model.candidates_scored
-    if config.dataset:  # also after an interruption: what was measured is worth keeping
-        platform = Platform.host(parse_target(target_json))
-        added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks, Path(tunable.name).name)
+    if added is not None:
         report["dataset"] = {"path": config.dataset, **asdict(added)}
     (work_dir / "report.json").write_text(json.dumps(report, indent=1))
     if interrupted:
@@ -335,10 +340,13 @@ def _post_optimize(work_dir: Path, target: Any, trials: int) -> None:
 # ---- report ------------------------------------------------------------------------------------------------
 def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any, config: TuneConfig,
                  wall_s: float, predicted: PredictedDatabase | None = None,
-                 measured: tuple[list[int], list[float | None]] | None = None) -> dict[str, Any]:
+                 measured: tuple[list[int], list[float | None]] | None = None,
+                 compile_result: bool = True) -> dict[str, Any]:
     """The report of a tuning run; the program is compiled with ``database``'s measured records first, then
     ``predicted``'s (tasks with neither keep TVM's default schedule). ``measured``: ``_measured_per_task`` of
-    ``database`` for ``tunable.all_tasks`` when the caller already has it."""
+    ``database`` for ``tunable.all_tasks`` when the caller already has it. ``compile_result=False`` (an
+    interrupted run, which the re-run completes) skips compiling: minutes on a large network, for a result
+    nobody asked for yet."""
     from tlp.search.report import compile_and_time, plot_curve  # pylint: disable=import-outside-toplevel
 
     all_counts, all_best = measured or _measured_per_task(database, tunable.all_tasks)
@@ -361,7 +369,7 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
         from tlp.search.task_profile import dominant_tasks  # pylint: disable=import-outside-toplevel
 
         report["dominant_tasks"] = dominant_tasks(tunable.tasks, best, target_json)
-    if config.compile:
+    if config.compile and compile_result:
         report.update(compile_and_time(tunable, target_json, work_dir, measured_then_predicted(database, predicted)))
     curve = plot_curve(work_dir / "history.jsonl", [t.weight for t in tasks], work_dir / "curve.png", tunable.name)
     if curve:
