@@ -133,5 +133,6 @@ def test_info_counts_network_tasks_with_a_one_program_design_space_apart(tmp_pat
     assert info["one_program_network_tasks"] >= 1 and tunable >= 1, info
     assert info["valid_per_tunable_network_task_median"] > 1  # the matmul: several programs; the others: one each
     assert info["tunable_network_tasks_with_at_least"] == {"32": 0, "64": 0, "96": 0}
+    assert sum(info["tunable_tasks_below_96_per_network"].values()) == tunable  # one network, all short of 96
     text = subprocess.run(TLP + ["dataset", "info", str(dataset)], capture_output=True, text=True, check=True).stdout
-    assert f"the {tunable} with a design space to search" in text
+    assert f"the {tunable} with a design space to search" in text and "tunable tasks with < 96 programs" in text

@@ -10,6 +10,9 @@ from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD, PRIMARY_SOURCES, origin_
 from tlp.dataset.store import LOST_WORKLOAD, Dataset, MeasuredProgram, ReadReport
 
 
+SEARCHED_ENOUGH = 96  # programs per network task the dataset aims at (issue 10)
+
+
 def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOLD) -> dict[str, Any]:
     """Counts over unique programs (the preferred measurement of each), per platform and in total."""
     catalogue = dataset.catalogue()
@@ -50,6 +53,9 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         # "programs per network task" is also given over the tasks whose design space has choices.
         tunable = {p.workload_key for p in programs.values() if has_decisions(p.trace_json)}
         per_tunable_network_task = [valid_here[key] for key in tasks & network_keys & tunable]
+        # Where more search pays: per network, its tunable tasks still short of 96 programs.
+        short = Counter(network for key in tasks & network_keys & tunable if valid_here[key] < SEARCHED_ENOUGH
+                        for network in catalogue[key].get("networks", {}) if not network.startswith("op:"))
         platforms[platform_id] = {
             "target": store.platform.target,
             "hardware": store.platform.hardware,
@@ -72,7 +78,8 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
             "valid_per_tunable_network_task_median": (statistics.median(per_tunable_network_task)
                                                       if per_tunable_network_task else 0),
             "tunable_network_tasks_with_at_least": {str(n): sum(v >= n for v in per_tunable_network_task)
-                                                    for n in (32, 64, 96)},
+                                                    for n in (32, 64, SEARCHED_ENOUGH)},
+            "tunable_tasks_below_96_per_network": dict(sorted(short.items(), key=lambda item: -item[1])),
             "origins": _origin_counts(valid, first_origins),
             "skipped_lines": dict(report.skipped),
             "skipped_examples": report.examples,
@@ -188,6 +195,9 @@ def format_info(info: dict[str, Any]) -> str:
                          f"the {tunable} with a design space to search (the other {p['one_program_network_tasks']} "
                          f"hold one program): median {p['valid_per_tunable_network_task_median']}, with >= 32 / 64 / 96: "
                          f"{at_least['32']} / {at_least['64']} / {at_least['96']}")
+            if p["tunable_tasks_below_96_per_network"]:
+                lines.append("    tunable tasks with < 96 programs, per network: " + ", ".join(
+                    f"{network} {count}" for network, count in p["tunable_tasks_below_96_per_network"].items()))
         origins = p["origins"]
         lines.append("    produced by: " + ", ".join(f"{k} {v}" for k, v in origins["sources"].items())
                      + (f"; search rounds: first {origins['search_rounds'].get('0', 0)}, later "
