@@ -81,17 +81,20 @@ class RecordingGradientScheduler(ms.task_scheduler.PyTaskScheduler):
         if not self.first_round_joined:  # GradientBased waits for every task here (gradients need a result each)
             self._join_finished(tasks, wait_all=True)
             self.first_round_joined = True
-        alive = [i for i, task in enumerate(tasks) if not task.is_terminated]
-        if not alive:
-            return -1
-        gradients = [self._gradient(i, float(tasks[i].task_weight)) for i in alive]
-        if max(gradients) == min(gradients):
-            task_id = alive[self.rng.randrange(len(alive))]
-        else:
-            task_id = alive[gradients.index(max(gradients))]
-        if tasks[task_id].runner_futures is not None:  # still running (RPC): wait for it, as GradientBased does
-            self._join(task_id)
-        return task_id
+        while True:
+            alive = [i for i, task in enumerate(tasks) if not task.is_terminated]
+            if not alive:
+                return -1
+            gradients = [self._gradient(i, float(tasks[i].task_weight)) for i in alive]
+            if max(gradients) == min(gradients):
+                task_id = alive[self.rng.randrange(len(alive))]
+            else:
+                task_id = alive[gradients.index(max(gradients))]
+            if tasks[task_id].runner_futures is not None:  # still running (RPC): wait for it, as GradientBased does
+                self._join(task_id)
+                if tasks[task_id].is_terminated:  # that batch completed its budget: choose among the others
+                    continue
+            return task_id
 
     def _join_finished(self, tasks: Any, wait_all: bool) -> None:
         """Join every task whose batch is done (``wait_all``: every task with a batch out, waiting for it)."""
