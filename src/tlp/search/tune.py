@@ -1,8 +1,9 @@
 """``tlp tune``: MetaSchedule's search guided by a chosen cost model, with resumable databases and a report.
 
 The search itself is MetaSchedule's (``tune_tasks``: gradient task scheduler, evolutionary search); TLP changes
-the cost model, when a measured batch is recorded (at once, :mod:`tlp.search.scheduler`) and the measurement set-up (our builder, which does not import every backend's intrinsics in each
-worker, and index-safe argument filling; see :mod:`tlp._tvm`). The work directory holds MetaSchedule's own
+the cost model, when a measured batch is recorded (at once, :mod:`tlp.search.scheduler`) and the measurement
+set-up (our builder, which does not import every backend's intrinsics in each worker, and index-safe argument
+filling; see :mod:`tlp._tvm`). The work directory holds MetaSchedule's own
 ``JSONDatabase`` files, so the result is reusable by any MetaSchedule tool, and ``history.jsonl``, one line per
 measured batch, from which the best-latency-vs-trials curve is drawn. Re-running the same command continues: trials
 already in the database count against the budget.
