@@ -61,3 +61,23 @@ def test_eval_without_model_is_a_clear_error(tmp_path):
     result = subprocess.run(TLP + ["eval", "--model", str(tmp_path / "none.pt"), "--dataset", str(tmp_path)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 2 and "no such checkpoint" in result.stderr
+
+
+def test_metaschedule_mlp_scores_one_candidate(tiny_tasks, host_platform):
+    """MetaSchedule's MLP crashes on a last batch of one candidate (1, 129... candidates; upstream_bugs.md #4):
+    `tlp eval` lost an hour to it on a task with 129 search programs. The baselines' predict goes around it."""
+    from tlp._tvm import ms, tvm
+    from tlp.dataset.sampler import CandidateSampler
+    from tlp.evaluation.baselines import MLPModel, metaschedule_predict
+
+    task = tiny_tasks[0]
+    batch = CandidateSampler(task, host_platform.target).random(3, seed=1)
+    context = ms.TuneContext(task.mod, target=tvm.target.Target(host_platform.target),
+                             space_generator="post-order-apply", search_strategy="replay-trace",
+                             task_name=task.name, num_threads=1)
+    model = MLPModel()
+    with pytest.raises(Exception, match="zero-dimensional"):  # the upstream bug, still there
+        model.predict(context, batch[:1])
+    assert metaschedule_predict(model, context, batch[:1]).shape == (1,)
+    # The copy changes no score: the MLP's scores depend on the whole batch, but not on a repeated candidate.
+    assert np.allclose(model.predict(context, batch + batch[-1:])[:3], metaschedule_predict(model, context, batch))

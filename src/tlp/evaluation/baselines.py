@@ -78,6 +78,20 @@ def _step_lr_without_verbose() -> Iterator[None]:
         torch.optim.lr_scheduler.StepLR = original
 
 
+def metaschedule_predict(model: Any, context: Any, candidates: list[Any]) -> np.ndarray:
+    """``model.predict(context, candidates)`` as float64, any number of candidates.
+
+    MetaSchedule's MLP predicts in batches of ``trainer.batch_size`` and squeezes a batch of one candidate to a
+    0-d array, which its final ``np.concatenate`` refuses (``docs/upstream_bugs.md`` #4): 1, 129, 257...
+    candidates crash it. The last candidate is then scored twice and the copy dropped (the MLP's scores depend on
+    the batch they come in, but a repeated candidate changes none of them: ``tests/test_evaluation.py``)."""
+    batch_size = getattr(getattr(model, "trainer", None), "batch_size", None)
+    padded = list(candidates)
+    if batch_size and len(padded) % batch_size == 1:
+        padded.append(padded[-1])
+    return np.asarray(model.predict(context, padded), dtype=np.float64)[:len(candidates)]
+
+
 class MetaScheduleBaseline:
     """A MetaSchedule ``CostModel`` (``xgb`` or ``mlp``) trained on our records."""
 
@@ -118,7 +132,7 @@ class MetaScheduleBaseline:
         scores = np.zeros(len(programs.traces), dtype=np.float64)
         for key, index in _by_task(programs).items():
             candidates = self.replay.candidates(key, [programs.traces[i] for i in index])
-            scores[index] = np.asarray(self.model.predict(self.replay.context(key), candidates), dtype=np.float64)
+            scores[index] = metaschedule_predict(self.model, self.replay.context(key), candidates)
         return scores
 
 

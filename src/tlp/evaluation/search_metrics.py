@@ -34,6 +34,7 @@ from tlp._tvm import ms
 from tlp.dataset.importer import _with_bool_annotations
 from tlp.dataset.store import BadRecord, mean_latency, parse_record_line, trace_id
 from tlp.dataset.tuning import ORIGINS, read_origins
+from tlp.evaluation.baselines import metaschedule_predict
 from tlp.features.featurizer import block_extents
 from tlp.features.tensors import LabeledPrograms
 from tlp.model.estimator import top_k_score
@@ -442,5 +443,5 @@ def metaschedule_scores(cost_model: Any, target: Any, search: SearchSet) -> np.n
                                  search_strategy="replay-trace", task_name=key, num_threads=1)
         candidates = [ms.database.TuningRecord.from_json([search.traces[i], None, target_json, []], workload)
                       .as_measure_candidate() for i in index]
-        scores[index] = np.asarray(cost_model.predict(context, candidates), dtype=np.float64)
+        scores[index] = metaschedule_predict(cost_model, context, candidates)
     return scores
