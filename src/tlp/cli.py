@@ -517,8 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(TVMScript IRModule/PrimFunc, TE workload function, or PyTorch module + example_inputs), "
                            "or FILE.onnx")
     tune_verb.add_argument("--cost-model", default="tlp", choices=["tlp", "xgb", "mlp", "random"])
-    tune_verb.add_argument("--model", help="TLP checkpoint, or a packaged model: tlp-cpu, tlp-cpu-small (faster to "
-                                           "score); default: the model `tlp adapt` made for this platform, else "
+    tune_verb.add_argument("--model", help="TLP checkpoint, or a packaged model: tlp-cpu, tlp-cpu-small (the older "
+                                           "Zen 3 model); default: the model `tlp adapt` made for this platform, else "
                                            "tlp-cpu")
     tune_verb.add_argument("--trials", type=int, default=200, help="measured candidates in all (all tasks)")
     tune_verb.add_argument("--trials-per-task", type=int)

@@ -1,8 +1,9 @@
 """The shipped cost models (package data) and their card ``MODEL_CARD.md``.
 
-- ``tlp-cpu``: the default (hidden 256, 80 primitives per trace);
-- ``tlp-cpu-small``: hidden 128, 25 primitives per trace: ~6x cheaper network, same held-out top-1, weaker
-  in search (see the card).
+- ``tlp-cpu``: the default, MTL-TLP (one backbone, a head per platform of ``datasets/tlp-cpu``), hidden 128,
+  25 primitives per trace, trained on the search-produced data of 2026-11-23;
+- ``tlp-cpu-small``: the single-platform (Zen 3) small model of 2026-11-22, kept so that the studies which
+  compared it can be reproduced (see the card).
 """
 
 from __future__ import annotations
