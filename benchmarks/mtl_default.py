@@ -47,7 +47,7 @@ from tlp.features.featurizer import FeatureConfig
 from tlp.features.tensors import FeaturizedPrograms, LabeledPrograms
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
-from tlp.platform import Platform, nearest_platform
+from tlp.platform import nearness_ranking
 
 METHODS = ("joint", "stacked_frozen", "stacked_finetuned", "shipped_heads")
 SHIPPED = Path(__file__).resolve().parent.parent / "src" / "tlp" / "models" / "tlp-cpu.pt"
@@ -64,35 +64,14 @@ def trained_order(train: FeaturizedPrograms, last: str) -> list[str]:
     return trained + ([last] if counts.get(last) else [])
 
 
-def nearness_ranking(info: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
-    """Per platform, the others from nearest to farthest (``nearest_platform`` applied repeatedly; needs TVM)."""
-    ranking = {}
-    for platform_id, description in info.items():
-        others, order = {p: d for p, d in info.items() if p != platform_id}, []
-        while others:
-            nearest, _ = nearest_platform(Platform.from_json(description), others)
-            order.append(nearest)
-            others.pop(nearest)
-        ranking[platform_id] = order
-    return ranking
-
-
 def nearest_of(ranking: dict[str, list[str]], platform_id: str, known: list[str]) -> str:
     return next(p for p in ranking[platform_id] if p in known)
 
 
 def copy_untrained_heads(model: TLPModel, trained: list[str], ranking: dict[str, list[str]]) -> dict[str, str]:
     """Heads of platforms with no training program become copies of the nearest trained platform's head."""
-    sources = {}
-    for platform_id in model.platforms:
-        if platform_id in trained:
-            continue
-        nearest = nearest_of(ranking, platform_id, trained)
-        assert model.net is not None
-        model.net.heads[model.platforms.index(platform_id)].load_state_dict(
-            model.net.heads[model.platforms.index(nearest)].state_dict())
-        sources[platform_id] = nearest
-    model.meta["head_sources"] = {**model.meta.get("head_sources", {}), **sources}
+    sources = {p: nearest_of(ranking, p, trained) for p in model.platforms if p not in trained}
+    model.copy_heads(sources)
     return sources
 
 

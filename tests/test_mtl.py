@@ -82,6 +82,26 @@ def test_mtl_model_has_a_head_per_platform_and_round_trips(two_platforms, tmp_pa
         loaded.head_index("llvm-other")
 
 
+def test_a_platform_without_training_programs_gets_the_nearest_trained_head(two_platforms):
+    """Its programs all held out, a platform's head gets no gradient: it must not ship random (it scored 0.459 so)."""
+    import copy
+
+    dataset, native, sse = two_platforms
+    data = copy.deepcopy(load_platforms(dataset, [native.id, sse.id], min_programs=4))
+    data.latencies[:, 1] = np.nan  # nothing measured on SSE4.2 among the training programs
+    data.latencies[:1, 1] = 1e-3  # one program: still no pair to rank
+    info = {p.id: p.to_json() for p in (native, sse)}
+    model = small_model(epochs=2)
+    model.fit(data, progress=False, platform_info=info)
+    assert model.meta["head_sources"] == {sse.id: native.id}
+    programs = data.platform(native.id)
+    extents = [programs.extents[k] for k in programs.task_keys]
+    assert np.allclose(model.predict(programs.traces, extents, 0), model.predict(programs.traces, extents, 1))
+    trained = small_model(epochs=2)
+    trained.fit(load_platforms(dataset, [native.id, sse.id], min_programs=4), progress=False, platform_info=info)
+    assert "head_sources" not in trained.meta  # both heads trained: none copied
+
+
 def test_fit_head_adds_a_platform_and_leaves_the_others(two_platforms, tiny_checkpoint):
     dataset, native, sse = two_platforms
     model = TLPModel.load(tiny_checkpoint)

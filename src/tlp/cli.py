@@ -291,14 +291,16 @@ def cmd_train(args: argparse.Namespace) -> int:
             digest.update(line.encode())
     model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
-    history = model.fit(train, progress=not args.quiet)
+    platform_info = {p: dataset.store(p).platform.to_json() for p in platform_ids}
+    history = model.fit(train, progress=not args.quiet, platform_info=platform_info)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
-                       "platform_info": {p: dataset.store(p).platform.to_json() for p in platform_ids},
+                       "platform_info": platform_info,
                        "held_out_networks": held_out, "skipped": dict(programs.skipped),
                        "test_programs_excluded": len(test.task_keys)})
     model.save(args.out)
     print(json.dumps({"out": args.out, "heads": model.platforms, "best_epoch": history.best_epoch,
                       "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
+                      "head_sources": model.meta.get("head_sources", {}),
                       "skipped": dict(programs.skipped), "feature_cache": feature_cache}, indent=1))
     return 0
 

@@ -161,6 +161,20 @@ def nearest_platform(wanted: "Platform", known: dict[str, dict[str, Any]]) -> tu
     return max(known.items(), key=closeness)[0], False
 
 
+def nearness_ranking(info: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Per platform of ``info`` (id -> platform JSON), the others from nearest to farthest (``nearest_platform``
+    applied repeatedly; asks TVM's LLVM for ISAs, so write it where TVM is installed for use where it is not)."""
+    ranking = {}
+    for platform_id, description in info.items():
+        others, order = {p: d for p, d in info.items() if p != platform_id}, []
+        while others:
+            nearest, _ = nearest_platform(Platform.from_json(description), others)
+            order.append(nearest)
+            others.pop(nearest)
+        ranking[platform_id] = order
+    return ranking
+
+
 @dataclass(frozen=True)
 class Platform:
     """A target plus a hardware fingerprint; ``id`` names the dataset folder of this platform."""

@@ -11,7 +11,7 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -87,6 +87,18 @@ def mean_task_top_k(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarra
     return float(np.mean(values)) if values else float("nan")
 
 
+def _stand_in(platform_id: str, trained: list[str], platform_info: Mapping[str, dict[str, Any]] | None,
+              data: MultiPlatformPrograms | FeaturizedPrograms) -> str:
+    """The trained platform whose head an untrained platform's head copies."""
+    if platform_info and platform_id in platform_info and all(p in platform_info for p in trained):
+        from tlp.platform import Platform, nearest_platform  # pylint: disable=import-outside-toplevel
+
+        return nearest_platform(Platform.from_json(platform_info[platform_id]),
+                                {p: platform_info[p] for p in trained})[0]
+    counts = {p: int((~np.isnan(data.latencies[:, data.platform_ids.index(p)])).sum()) for p in trained}
+    return max(trained, key=lambda p: counts[p])
+
+
 class TLPModel:
     """The TLP cost model: ``fit`` on labeled programs, ``predict`` scores (higher = faster) for traces.
 
@@ -128,12 +140,18 @@ class TLPModel:
         return torch.device(wanted)
 
     def fit(self, programs: LabeledPrograms | MultiPlatformPrograms | FeaturizedPrograms, progress: bool = True,
-            on_epoch: Callable[[dict[str, float]], None] | None = None) -> TrainHistory:
+            on_epoch: Callable[[dict[str, float]], None] | None = None,
+            platform_info: Mapping[str, dict[str, Any]] | None = None) -> TrainHistory:
         """Train on ``programs`` (one platform, or several: one head each, the sum of their losses).
 
         A random ``val_fraction`` of the *tasks* is held out for early stopping on the mean per-task top-1 of
         every platform's head. Traces are featurized with vocabularies fitted on them; already featurized
         programs (the feature cache) bring their fitted featurizer, which must have this model's feature config.
+
+        A platform none of whose training tasks has two measured programs (all of them held out, say) gets no
+        gradient: its head would stay random. It becomes a copy of the nearest trained platform's head instead
+        (``meta["head_sources"]``), nearest by ``platform_info`` (platform id -> ``Platform.to_json()``; see
+        :func:`tlp.platform.nearest_platform`), else the platform with the most training programs.
         """
         if isinstance(programs, FeaturizedPrograms):
             data: MultiPlatformPrograms | FeaturizedPrograms = programs
@@ -151,8 +169,22 @@ class TLPModel:
         self.net = TLPNet(self.featurizer.config, self.model_config, num_heads=max(1, len(data.platform_ids)))
         parameters = [{"params": list(self.net.parameters()), "lr": self.train_config.lr}]
         history, info = self._train(data, list(range(len(data.platform_ids))), parameters, progress, on_epoch)
+        untrained = [self.platforms[c] for c in info.pop("untrained_columns") if c < len(self.platforms)]
         self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1, **info})
+        if untrained and len(untrained) < len(self.platforms):
+            trained = [p for p in self.platforms if p not in untrained]
+            self.copy_heads({p: _stand_in(p, trained, platform_info, data) for p in untrained})
         return history
+
+    def copy_heads(self, sources: Mapping[str, str]) -> None:
+        """Make the head of each platform in ``sources`` a copy of the head of its value's platform (recorded in
+        ``meta["head_sources"]``)."""
+        if self.net is None:
+            raise RuntimeError("the model is not trained or loaded")
+        for platform_id, source in sources.items():
+            self.net.heads[self.head_index(platform_id)].load_state_dict(
+                self.net.heads[self.head_index(source)].state_dict())
+        self.meta["head_sources"] = {**self.meta.get("head_sources", {}), **sources}
 
     def fit_head(self, programs: LabeledPrograms | FeaturizedPrograms, copy_of: str | None = None,
                  freeze_backbone: bool = True, backbone_lr_scale: float = 0.1, progress: bool = True) -> TrainHistory:
@@ -187,6 +219,8 @@ class TLPModel:
         finally:
             for parameter in self.net.parameters():
                 parameter.requires_grad_(True)
+        # Too few programs to rank (every task in validation): the head stays as it started; say so.
+        info["head_trained"] = not info.pop("untrained_columns")
         self.meta.setdefault("adapted", {})[platform_id] = {
             "freeze_backbone": freeze_backbone, "copy_of": copy_of, "best_val_top1": history.best_val_top1, **info}
         return history
@@ -266,8 +300,11 @@ class TLPModel:
         if best_state is not None:
             self.net.load_state_dict(best_state)
         self.net.to("cpu").eval()
+        # A column trains only where a training task has two programs measured on it (a ranking needs a pair).
+        untrained = [c for c in range(len(heads))
+                     if not any(measured[task_index[t], c].sum() >= 2 for t in train_tasks)]
         info = {"train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
-                "val_tasks": int(len(val_tasks))}
+                "val_tasks": int(len(val_tasks)), "untrained_columns": untrained}
         return history, info
 
     def _validation_top1(self, features: torch.Tensor, latencies: np.ndarray, measured: np.ndarray,
