@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from tlp._tvm import clear_trace_caches, ms, to_plain, trace_json, tvm
+from tlp import _tvm
+from tlp._tvm import OPAQUE_INDEX_MAP, clear_trace_caches, ms, native_trace_reader, to_plain, trace_json, tvm
 from tlp.dataset.sampler import CandidateSampler
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import TLPModel
@@ -128,6 +129,56 @@ def test_fast_trace_reading_is_exact_cold_and_warm(batches):
         clear_trace_caches()
         for _ in range(2):
             assert all(trace_json(c.sch.trace) == to_plain(c.sch.trace.as_json()) for c in batch)
+
+
+def _without_index_maps(value):
+    """``to_plain(trace.as_json())`` with every IndexMap's JSON graph (and nothing else) as the placeholder."""
+    if isinstance(value, list):
+        return [_without_index_maps(item) for item in value]
+    if _tvm.is_index_map_text(value):
+        return OPAQUE_INDEX_MAP
+    return value
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["compiled-reader", "python-reader"])
+def test_opaque_index_maps_change_only_the_index_maps(batches, native, monkeypatch):
+    """``trace_json(t, False)`` (what the cost model reads when its vocabulary holds no index map) is the exact
+    trace with each index map replaced, from the compiled reader and from Python; dense's RewriteLayout gives
+    its candidates TransformLayout instructions, so the replacement is exercised."""
+    reader = native_trace_reader()
+    if native and reader is None:
+        pytest.skip("no C++ compiler here: the compiled reader is not built")
+    monkeypatch.setattr(_tvm, "_NATIVE_TRACE_TEXT", reader if native else False)
+    seen_index_map = False
+    for _, batch in batches:
+        clear_trace_caches()
+        for _ in range(2):
+            for candidate in batch:
+                exact = to_plain(candidate.sch.trace.as_json())
+                assert trace_json(candidate.sch.trace, False) == _without_index_maps(exact)
+                seen_index_map |= any(inst[0] == "TransformLayout" for inst in exact[0])
+    assert seen_index_map
+
+
+def test_compiled_reader_gives_the_same_scores(batches, host_platform, monkeypatch):
+    """The shipped model's vocabulary holds no index map: the cost model reads traces with placeholders (through
+    the compiled reader where built) and scores exactly as from ``trace.as_json()``."""
+    monkeypatch.setenv("TLP_SCORING_PRECISION", "fp32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlatformMismatchWarning)
+        cost_model = TLPCostModel("tlp-cpu", target=host_platform.target)
+    assert not cost_model._index_maps_as_text
+    for task, batch in batches:
+        context = ms.TuneContext(task.mod, target=tvm.target.Target(host_platform.target),
+                                 space_generator="post-order-apply", search_strategy="replay-trace",
+                                 task_name=task.name, num_threads=1)
+        scores = {}
+        for reader in (native_trace_reader(), False):
+            monkeypatch.setattr(_tvm, "_NATIVE_TRACE_TEXT", reader)
+            cost_model.clear_caches()
+            cost_model._index_maps_as_text = reader is False  # the slow exact path as the reference
+            scores[reader is False] = cost_model.predict(context, batch)
+        assert np.array_equal(scores[True], scores[False])
 
 
 def _kendall_tau(a: np.ndarray, b: np.ndarray) -> float:

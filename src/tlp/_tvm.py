@@ -11,10 +11,13 @@ schedule rules can use; the CUDA intrinsics are registered when a CUDA target as
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import platform as _host_platform
 import sys
 import types
+import warnings
+from pathlib import Path
 from typing import Any
 
 import tvm  # noqa: F401  (re-exported for the rest of the package)
@@ -140,19 +143,26 @@ def to_plain(value: Any) -> Any:
 
 from tvm.s_tir.schedule.trace import _json_from_tvm  # noqa: E402  pylint: disable=wrong-import-position
 from tvm.ir.prim.expr import IntImm as _IntImm  # noqa: E402  pylint: disable=wrong-import-position
+from tvm.tirx.function import IndexMap as _IndexMap  # noqa: E402  pylint: disable=wrong-import-position
 
 _TRACE_AS_JSON = tvm_ffi.get_global_func("s_tir.schedule.TraceAsJSON")
 _STRUCTURAL_HASH = tvm_ffi.get_global_func("ffi.StructuralHash")
-_INSTRUCTION_CACHE: dict[int, Any] = {}
+# Per mode (index maps as JSON text / opaque): instruction hash -> its plain JSON; instruction-list hash -> list.
+_INSTRUCTION_CACHE: dict[bool, dict[int, Any]] = {True: {}, False: {}}
 _INSTRUCTION_CACHE_LIMIT = 200_000
-_TRACE_CACHE: dict[int, Any] = {}
+_TRACE_CACHE: dict[bool, dict[int, Any]] = {True: {}, False: {}}
 _TRACE_CACHE_LIMIT = 20_000
+# How ``trace.as_json()`` writes an IndexMap: TVM's JSON graph, compact (an input) or indented by 2 (the padding
+# attribute of TransformLayout, TransformBlockLayout's attribute); either way its first key is this.
+_INDEX_MAP_JSON_KEY = '"root_index"'
+# What ``trace_json(..., index_maps_as_text=False)`` writes instead; no block or annotation is named so.
+OPAQUE_INDEX_MAP = "<IndexMap>"
 
 
 def clear_trace_caches() -> None:
     """Forget every cached instruction (benchmarks use it to measure cold starts)."""
-    _INSTRUCTION_CACHE.clear()
-    _TRACE_CACHE.clear()
+    for cache in (*_INSTRUCTION_CACHE.values(), *_TRACE_CACHE.values(), _TEXT_TRACE_CACHE, _TEXT_INSTRUCTION_CACHE):
+        cache.clear()
 
 
 def _plain_decision(value: Any) -> Any:
@@ -170,7 +180,76 @@ def _plain_decision(value: Any) -> Any:
     return to_plain(_json_from_tvm(value))
 
 
-def trace_json(trace: Any) -> Any:
+def is_index_map_text(value: Any) -> bool:
+    """Whether ``value`` is an IndexMap as ``trace.as_json()`` writes it (a JSON graph)."""
+    return isinstance(value, str) and value.startswith("{") and _INDEX_MAP_JSON_KEY in value[:32]
+
+
+def _plain_json(value: Any, index_maps_as_text: bool) -> Any:
+    """``to_plain(_json_from_tvm(value))``; with ``index_maps_as_text=False`` an IndexMap becomes
+    :data:`OPAQUE_INDEX_MAP` instead of its JSON graph (TVM's ``save_json``: ~0.2 ms each), also where TVM
+    already wrote it as text (an attribute)."""
+    if not index_maps_as_text:
+        if isinstance(value, _IndexMap):
+            return OPAQUE_INDEX_MAP
+        if isinstance(value, tvm_ffi.Array):
+            return [_plain_json(item, False) for item in value]
+        plain = to_plain(_json_from_tvm(value))
+        return OPAQUE_INDEX_MAP if is_index_map_text(plain) else plain
+    return to_plain(_json_from_tvm(value))
+
+
+_NATIVE_TRACE_TEXT: Any = None  # the compiled reader's function; False where it cannot be built or is turned off
+_TEXT_TRACE_CACHE: dict[str, Any] = {}  # instruction lines of a trace -> their parsed list (one object per list)
+_TEXT_INSTRUCTION_CACHE: dict[str, Any] = {}  # one instruction's line -> its parsed JSON
+_TEXT_TRACE_CACHE_LIMIT = 8_192
+
+
+def native_trace_reader() -> Any:
+    """The compiled trace reader (``_trace_text.cc``, built by tvm-ffi on first use and cached under
+    ``~/.cache/tvm-ffi``), or None where no C++ compiler builds it or ``TLP_NATIVE_TRACE=0`` turns it off."""
+    global _NATIVE_TRACE_TEXT  # pylint: disable=global-statement
+    if _NATIVE_TRACE_TEXT is None:
+        _NATIVE_TRACE_TEXT = False
+        if os.environ.get("TLP_NATIVE_TRACE", "1") != "0":
+            try:
+                import tvm_ffi.cpp  # pylint: disable=import-outside-toplevel
+
+                source = (Path(__file__).parent / "_trace_text.cc").read_text()
+                _NATIVE_TRACE_TEXT = tvm_ffi.cpp.load_inline("tlp_trace_text", cpp_sources=source,
+                                                             functions=["trace_text"]).trace_text
+            except Exception as error:  # pylint: disable=broad-except  # no compiler: the Python reader works
+                warnings.warn(f"TLP's compiled trace reader is unavailable ({type(error).__name__}: "
+                              f"{str(error)[:200]}); reading traces in Python (about 2x slower scoring)",
+                              RuntimeWarning, stacklevel=3)
+    return _NATIVE_TRACE_TEXT or None
+
+
+def _trace_json_native(reader: Any, trace: Any) -> Any | None:
+    """``trace_json(trace, False)`` from the compiled reader's text; None if it cannot write this trace."""
+    try:
+        text = reader(trace, OPAQUE_INDEX_MAP)
+    except Exception:  # pylint: disable=broad-except  # something AsJSON writes its own way: take TVM's path
+        return None
+    cut = text.rfind("\n")
+    decisions = json.loads(text[cut + 1 :])
+    if cut < 0:
+        return [[], decisions]
+    body = text[:cut]
+    insts = _TEXT_TRACE_CACHE.get(body)
+    if insts is None:
+        if len(_TEXT_TRACE_CACHE) >= _TEXT_TRACE_CACHE_LIMIT:
+            _TEXT_TRACE_CACHE.clear()
+        if len(_TEXT_INSTRUCTION_CACHE) >= _INSTRUCTION_CACHE_LIMIT:
+            _TEXT_INSTRUCTION_CACHE.clear()
+        lines = _TEXT_INSTRUCTION_CACHE
+        # The same instruction is the same object in every list: the featurizer caches rows by identity.
+        insts = _TEXT_TRACE_CACHE[body] = [lines.get(line) or lines.setdefault(line, json.loads(line))
+                                           for line in body.split("\n")]
+    return [insts, decisions]
+
+
+def trace_json(trace: Any, index_maps_as_text: bool = True) -> Any:
     """``to_plain(trace.as_json())``, about 9x faster: the cost model calls this for every candidate of a search.
 
     The C++ half of ``Trace.as_json`` is cheap (~10 us); converting its FFI containers to Python costs one FFI
@@ -178,28 +257,42 @@ def trace_json(trace: Any) -> Any:
     of a few sketches, with names fixed by their position) and differ mostly in their decisions, so each
     instruction's JSON is converted once and then found by its structural hash (one C++ call). The returned
     lists are shared between calls: treat them as read-only.
+
+    ``index_maps_as_text=False``: IndexMaps (``TransformLayout``'s, which the RewriteLayout post-processor gives
+    almost every candidate of a dense or convolution its own) are written as :data:`OPAQUE_INDEX_MAP`, not as
+    their JSON graph. For a featurizer whose string vocabulary holds no index map (it then reads every one as
+    out-of-vocabulary), the features are the same; the JSON graph cost ~0.2 ms per candidate. This mode reads
+    the trace with the compiled reader (:func:`native_trace_reader`) where it is available: one C++ call writes
+    the whole trace as text, which Python's json parses (instructions seen before are found by their text).
     """
+    if not index_maps_as_text:
+        reader = native_trace_reader()
+        if reader is not None:
+            plain = _trace_json_native(reader, trace)
+            if plain is not None:
+                return plain
     insts_json, decisions_json = _TRACE_AS_JSON(trace, False)
     decisions = [[_plain_decision(index), _plain_decision(value)] for index, value in decisions_json]
     # Whole instruction lists repeat too (same sketch, same post-processing): one hash finds them, and returning
     # the very same list object lets the featurizer reuse its rows (it caches by list identity).
     whole_key = _STRUCTURAL_HASH(insts_json, False, False)
-    cached = _TRACE_CACHE.get(whole_key)
+    traces, instructions = _TRACE_CACHE[index_maps_as_text], _INSTRUCTION_CACHE[index_maps_as_text]
+    cached = traces.get(whole_key)
     if cached is not None:
         return [cached, decisions]
     insts = []
     for inst in insts_json:
         key = _STRUCTURAL_HASH(inst, False, False)
-        plain = _INSTRUCTION_CACHE.get(key)
+        plain = instructions.get(key)
         if plain is None:
-            if len(_INSTRUCTION_CACHE) >= _INSTRUCTION_CACHE_LIMIT:
-                _INSTRUCTION_CACHE.clear()
+            if len(instructions) >= _INSTRUCTION_CACHE_LIMIT:
+                instructions.clear()
             # Through TVM's own converter first: it writes an IndexMap (TransformLayout) as its JSON graph.
-            plain = _INSTRUCTION_CACHE[key] = to_plain(_json_from_tvm(inst))
+            plain = instructions[key] = _plain_json(inst, index_maps_as_text)
         insts.append(plain)
-    if len(_TRACE_CACHE) >= _TRACE_CACHE_LIMIT:
-        _TRACE_CACHE.clear()
-    _TRACE_CACHE[whole_key] = insts
+    if len(traces) >= _TRACE_CACHE_LIMIT:
+        traces.clear()
+    traces[whole_key] = insts
     return [insts, decisions]
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tlp._tvm import clear_trace_caches, ms, structural_hash, trace_json, tvm  # first: see _tvm.py
+from tlp._tvm import clear_trace_caches, is_index_map_text, ms, structural_hash, trace_json, tvm  # first: see _tvm.py
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tlp.dataset.store import mean_latency
@@ -89,6 +89,7 @@ class TLPCostModel(PyCostModel):
         self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0}
         self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
         self.head, self.head_platform = self._choose_head()
+        self._index_maps_as_text = self._reads_index_maps()
         # The network scores on the cores the target gives this machine (default: its physical cores).
         self._threads = int(self.platform.target.get("num-cores") or 0) or None
 
@@ -111,10 +112,17 @@ class TLPCostModel(PyCostModel):
                           "--online-steps).", PlatformMismatchWarning, stacklevel=3)
         return heads.index(chosen), chosen
 
+    def _reads_index_maps(self) -> bool:
+        """Whether the text of an IndexMap can change this model's features: only if its string vocabulary holds
+        one; otherwise every index map is out-of-vocabulary, and ``trace_json`` may skip writing them out."""
+        tokens = getattr(self.model.featurizer.strings, "tokens", [])
+        return any(is_index_map_text(token) for token in tokens)
+
     # ---- MetaSchedule interface ----------------------------------------------------------------------------
     def load(self, path: str) -> None:
         self.model = TLPModel.load(path)
         self.head, self.head_platform = self._choose_head()
+        self._index_maps_as_text = self._reads_index_maps()
         self._tasks.clear()
         self._feature_cache.clear()
 
@@ -127,7 +135,7 @@ class TLPCostModel(PyCostModel):
         state = self._task(context)
         self.candidates_scored += len(candidates)
         started = time.perf_counter()
-        traces = [trace_json(c.sch.trace) for c in candidates]
+        traces = [trace_json(c.sch.trace, self._index_maps_as_text) for c in candidates]
         traced = time.perf_counter()
         if len(self._feature_cache) > 65536:  # lists and rows (~1 KB each) of the recent tasks
             self._feature_cache.clear()
@@ -154,7 +162,7 @@ class TLPCostModel(PyCostModel):
                     ((c, mean_latency(r.run_secs, r.error_msg)) for c, r in zip(candidates, results))
                     if latency is not None]  # failures carry no latency
         if measured:
-            traces = [trace_json(candidate.sch.trace) for candidate, _ in measured]
+            traces = [trace_json(candidate.sch.trace, self._index_maps_as_text) for candidate, _ in measured]
             rows = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
             state.features.extend(rows)
             state.latencies.extend(latency for _, latency in measured)
