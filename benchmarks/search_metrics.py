@@ -16,6 +16,16 @@ model pairs ordered the same way by metric and search. The latencies are the sto
 machine of the search runs); nothing is re-measured. Scoring caches to ``--cache`` (the XGBoost fit takes minutes).
 
     .venv/bin/python benchmarks/search_metrics.py --out benchmarks/results/search_metrics.json
+
+Other runs (``--run-dirs DIR...``): with ``--models-from-runs`` the scored models are the ones that guided them,
+each run's checkpoint read from its report (``model_path``; ``--default-model`` for runs of the shipped model,
+online-tuned runs are skipped: their model changed during the search), plus XGBoost / random where they ran.
+``--combine-with FILE`` adds an earlier result's (workload, model) rows to the agreement (scope ``pooled``), e.g.
+the Zen 4 searches of the retrained models with the Zen 3 study:
+
+    .venv/bin/python benchmarks/search_metrics.py --run-dirs runs/bench/unseen --models-from-runs \
+        --platform llvm-znver4-2c-2d80d0a8 --combine-with benchmarks/results/search_metrics.json \
+        --cache /tmp/search_metrics_zen4.npz --out benchmarks/results/search_metrics_zen4.json
 """
 
 from __future__ import annotations
@@ -73,6 +83,32 @@ def stored_subset(programs: LabeledPrograms, keys: set[str]) -> LabeledPrograms:
     return programs.subset(np.array([k in keys for k in programs.task_keys], dtype=bool))
 
 
+def models_of_runs(search_dirs: list[Path], default_model: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(scored model -> the run label it guided, TLP model -> checkpoint) for the runs under ``search_dirs``."""
+    scored, checkpoints = {}, {}
+    for work_dir in search_metrics.find_work_dirs(search_dirs):
+        run = search_metrics.read_search_run(work_dir)
+        config = json.loads((work_dir / "report.json").read_text()).get("config", {})
+        if run.cost_model in ("xgb", "random", "mlp"):
+            scored[run.cost_model] = run.cost_model
+        elif run.cost_model.startswith("tlp") and not config.get("online_steps"):
+            scored[run.cost_model] = run.cost_model
+            checkpoints[run.cost_model] = str(config.get("model_path") or default_model)
+    return scored, checkpoints
+
+
+def rows_of_result(path: Path) -> list[dict[str, Any]]:
+    """The (workload, model) rows of an earlier result file, as ``main`` builds them (for ``--combine-with``)."""
+    result = json.loads(path.read_text())
+    rows = []
+    for source, entry in result["per_source"].items():
+        for model, values in entry["models"].items():
+            if values.get("search_relative") is not None:
+                rows.append({"source": f"{source} ({path.stem})", "model": model,
+                             "held_out": not any(entry["in_training"]), **values})
+    return rows
+
+
 def score_all(args: argparse.Namespace, dataset: Dataset, programs: LabeledPrograms, train: LabeledPrograms,
               stored: LabeledPrograms, search: search_metrics.SearchSet) -> dict[str, dict[str, np.ndarray]]:
     """model -> {"stored": scores of ``stored``, "search": scores of the pooled search programs}; cached."""
@@ -87,11 +123,11 @@ def score_all(args: argparse.Namespace, dataset: Dataset, programs: LabeledProgr
             return scores
     labeled = search.labeled()
     scores, seconds = {}, {}
-    for name, checkpoint in TLP_CHECKPOINTS.items():
+    for name, checkpoint in args.checkpoints.items():
         if name not in args.models:
             continue
         started = time.monotonic()
-        model = TLPModel.load(model_path(checkpoint))
+        model = TLPModel.load(checkpoint if Path(checkpoint).is_file() else model_path(checkpoint))
         head = model.head_index(args.platform)
         scores[name] = {
             "stored": model.predict(stored.traces, [stored.extents.get(k) for k in stored.task_keys], head),
@@ -158,31 +194,43 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=search_metrics.DEFAULT_POPULATION)
     parser.add_argument("--draws", type=int, default=search_metrics.DEFAULT_DRAWS)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default=",".join(SCORED), help=f"scored models, of {', '.join(SCORED)}")
+    parser.add_argument("--models", help=f"scored models (default: {', '.join(SCORED)}; with --models-from-runs: all "
+                        "of the runs')")
+    parser.add_argument("--run-dirs", nargs="+", help="tuning work directories (or folders of them) instead of --runs")
+    parser.add_argument("--models-from-runs", action="store_true", help="score the models that guided the runs")
+    parser.add_argument("--default-model", default="tlp-cpu", help="checkpoint of runs made with the shipped model")
+    parser.add_argument("--combine-with", nargs="*", default=[], help="earlier result files whose rows join the "
+                        "agreement (scope 'pooled')")
     parser.add_argument("--cache", default="/tmp/search_metrics_scores.npz")
     parser.add_argument("--out", default="benchmarks/results/search_metrics.json")
     args = parser.parse_args()
-    args.models = [m for m in args.models.split(",") if m]
-    if set(args.models) - set(SCORED):
-        parser.error(f"unknown models {', '.join(sorted(set(args.models) - set(SCORED)))} (of {', '.join(SCORED)})")
-
-    search_dir = extract(Path(args.runs), Path(args.extract_to))
+    search_dirs = [Path(d) for d in args.run_dirs] if args.run_dirs else [extract(Path(args.runs),
+                                                                                    Path(args.extract_to))]
+    scored, args.checkpoints = (models_of_runs(search_dirs, args.default_model) if args.models_from_runs
+                                else (dict(SCORED), dict(TLP_CHECKPOINTS)))
+    scored.setdefault("random", "random")  # the floor: scored even where no random search ran
+    args.models = [m for m in (args.models or ",".join(scored)).split(",") if m]
+    if set(args.models) - set(scored):
+        parser.error(f"unknown models {', '.join(sorted(set(args.models) - set(scored)))} (of {', '.join(scored)})")
     dataset = Dataset(args.dataset)
     programs = load_programs(dataset, args.platform)
     train, _ = programs.split_by_network(set(held_out_networks()))
     trained = {trace_id(k, t) for k, t in zip(train.task_keys, train.traces)}
-    search = search_metrics.read_search_runs([search_dir], exclude=trained, training_tasks=set(train.task_keys))
+    search = search_metrics.read_search_runs(search_dirs, exclude=trained, training_tasks=set(train.task_keys))
     populations = search_metrics.pick_populations(search, args.population, args.draws, args.seed)
     stored = stored_subset(programs, set(search.group_key))
     scores = score_all(args, dataset, programs, train, stored, search)
-    finals = outcomes(search_dir)
+    finals: dict[str, dict[str, list[float]]] = {}
+    for search_dir in search_dirs:
+        for source, models in outcomes(search_dir).items():
+            finals.setdefault(source, {}).update(models)
 
     rows, per_source = [], {}
     for source in search.sources:
         groups = [g for g, s in enumerate(search.group_source) if s == source]
         keys = [search.group_key[g] for g in groups]
         weights = {search.group_key[g]: search.weights[g] for g in groups}
-        medians = {m: statistics.median(finals[source][run]) for m, run in SCORED.items()
+        medians = {m: statistics.median(finals[source][run]) for m, run in scored.items()
                    if run in finals[source] and m in scores}
         best = min(medians.values())
         entry: dict[str, Any] = {
@@ -191,7 +239,7 @@ def main() -> None:
             "search_final_latency_ms": {run: [round(v * 1e3, 4) for v in values]
                                         for run, values in sorted(finals[source].items())},
             "models": {}}
-        for model, run in SCORED.items():
+        for model, run in scored.items():
             if model not in scores:
                 continue
             metrics = search_metrics.search_scores(search, scores[model]["search"], populations)["per_source"][source]
@@ -211,13 +259,17 @@ def main() -> None:
     held_out_rows = [r for r in rows if r["held_out"]]
     agreements = {"all_workloads": {m: agreement(rows, m) for m in METRICS},
                   "held_out_workloads": {m: agreement(held_out_rows, m) for m in METRICS}}
+    if args.combine_with:
+        pooled = held_out_rows + [r for path in args.combine_with for r in rows_of_result(Path(path)) if r["held_out"]]
+        agreements["pooled_held_out_workloads"] = {m: agreement(pooled, m) for m in METRICS}
     result = {
         "date": time.strftime("%Y-%m-%d"), "scored_on": Platform.host().id,
         "latencies_measured_on": args.platform,
         "command": "benchmarks/search_metrics.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in
-                                                              vars(args).items() if k not in ("out", "cache", "models"))
+                                                              vars(args).items()
+                                                              if k not in ("out", "cache", "models", "checkpoints"))
                    + " --models " + ",".join(args.models),
-        "population": args.population, "draws": args.draws, "seed": args.seed,
+        "population": args.population, "draws": args.draws, "seed": args.seed, "checkpoints": args.checkpoints,
         "search_set": search.summary(), "per_source": per_source, "agreement": agreements,
     }
     Path(args.out).write_text(json.dumps(result, indent=1))
