@@ -154,7 +154,8 @@ def test_eval_cli_leads_with_the_search_metric(collected, tiny_checkpoint, runs,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
-    assert first.startswith("search-like ranking (4 tuning runs") and "pick regret" in first
+    assert first.startswith("search-like ranking (4 tuning runs") and "headline: all top1" in first
+    assert result.stdout.splitlines()[1].split()[:2] == ["model", "all1"]  # the headline's column first
     assert "trained on (scored, but not held out): tasks of dense_64x64x64" in result.stdout
     assert "TenSet top-k over all stored programs" in result.stdout
     result = subprocess.run(base + ["--json", "--search-runs", str(runs / "dense_512x512x512")],

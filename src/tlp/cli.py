@@ -5,7 +5,7 @@
     tlp features DATASET                     trace lengths, crop coverage and feature collisions of a dataset
     tlp train DATASET --out MODEL            train a TLP model (held-out networks excluded)
     tlp eval --model MODEL --dataset DATASET top-k on held-out networks vs MetaSchedule XGB/MLP and random
-                 [--search-runs DIR...]  and the pick regret among tuning runs' late-round programs (headline)
+                 [--search-runs DIR...]  and top-1 among tuning runs' programs (headline), late rounds, pick regret
     tlp tune SOURCE --trials N               tune an operator / network / .py / .onnx with the TLP cost model
     tlp dataset info|import|seal|export      inspect and manage datasets
     tlp dataset verify DATASET               find damaged segments (checksums, decompression, JSON)
@@ -482,8 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--search-runs", nargs="+", metavar="DIR",
                           help="tuning work directories (tlp tune, benchmarks/search_efficiency.py) or folders holding "
-                          "them: also score ranking among their late rounds' programs and the regret of each model's "
-                          "pick in a search population (the headline then)")
+                          "them: also score top-1 among all their programs (the headline then), among their late "
+                          "rounds' programs, and the regret of each model's pick in a search population")
     evaluate.add_argument("--population", type=int, help="with --search-runs: programs per population (default 32)")
     evaluate.add_argument("--draws", type=int, help="with --search-runs: populations drawn per run and task when "
                           "its late rounds hold more programs than one population (default 200)")

@@ -6,8 +6,9 @@ Also reported: pairwise ranking accuracy within tasks. Every model is trained on
 (tasks of the held-out networks never appear there) and scored on the same test records.
 
 With tuning work directories (``tlp eval --search-runs DIR...``), every model is also scored on what a search sees
-(:mod:`tlp.evaluation.search_metrics`): ranking among the late rounds' programs and the regret of its pick in a
-search population; that is the headline then (``benchmarks/README.md``, "Which evaluation predicts the search").
+(:mod:`tlp.evaluation.search_metrics`): top-1 among all the runs' measured programs (the headline then: its model
+order agreed best with the measured searches, ``benchmarks/README.md`` "Which evaluation predicts the search"),
+among the late rounds' programs, and the regret of its pick in a search population.
 """
 
 from __future__ import annotations
@@ -127,22 +128,25 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
 
 def format_search_table(results: dict[str, Any]) -> str:
     """The search-like metrics (the headline when tuning runs were given), one row per model, then per source."""
-    from tlp.evaluation.search_metrics import HEADLINE  # pylint: disable=import-outside-toplevel
+    from tlp.evaluation.search_metrics import HEADLINE, METRICS  # pylint: disable=import-outside-toplevel
 
     models = [m for m in results if m != "data" and "search" in results[m]]
     data = results["data"]["search"]
     sources = sorted({s for m in models for s in results[m]["search"]["per_source"]})
+    columns = [HEADLINE] + [m for m in METRICS if m != HEADLINE]  # the headline first, per source too
+    short = {"all_top1": "all1", "late_top1": "late1", "late_top5": "late5", "pick_regret": "regret"}
+    per_source = columns[:2]
     lines = [f"search-like ranking ({data['runs']} tuning runs, {data['programs']} programs; headline: "
-             f"{HEADLINE.replace('_', ' ')}, lower regret / higher top-k is better)",
-             f"{'model':<8} {'regret':>7} {'late1':>6} {'late5':>6} {'all1':>6}  "
+             f"{HEADLINE.replace('_', ' ')}; lower regret / higher top-k is better)",
+             f"{'model':<8} " + " ".join(f"{short[c]:>7}" for c in columns) + "  "
              + "  ".join(f"{s[:16]:>16}" for s in sources),
-             " " * 40 + "  ".join(f"{'regret/late1':>16}" for _ in sources)]
+             " " * (9 + 8 * len(columns)) + "  ".join(f"{'/'.join(short[c] for c in per_source):>16}" for _ in sources)]
     for m in models:
         r = results[m]["search"]
-        cells = [f"{r['per_source'][s]['pick_regret']:.3f}/{r['per_source'][s]['late_top1']:.3f}"
-                 if s in r["per_source"] else "-" for s in sources]
-        lines.append(f"{m:<8} {r['pick_regret']:>7.3f} {r['late_top1']:>6.3f} {r['late_top5']:>6.3f} "
-                     f"{r['all_top1']:>6.3f}  " + "  ".join(f"{c:>16}" for c in cells))
+        cells = ["/".join(f"{r['per_source'][s][c]:.3f}" for c in per_source) if s in r["per_source"] else "-"
+                 for s in sources]
+        lines.append(f"{m:<8} " + " ".join(f"{r[c]:>7.3f}" for c in columns) + "  "
+                     + "  ".join(f"{c:>16}" for c in cells))
     trained = [s for s in sources if results[models[0]]["search"]["per_source"][s]["tasks_in_training"]] if models else []
     if trained:
         lines.append(f"trained on (scored, but not held out): tasks of {', '.join(trained)}")
