@@ -78,13 +78,17 @@ def main() -> None:
     platform_id = Platform.host(target).id
     dataset = Dataset(args.dataset)
     tlp_model = TLPCostModel(args.model, target=target)
+    # XGBoost learns from this machine's measured records; on a platform the dataset does not hold yet, from those of
+    # the platform whose head TLP scores with (only the speed is measured: the size of XGBoost's trees matters here,
+    # not whether the latencies are this machine's).
+    records_platform = platform_id if platform_id in dataset.platform_ids() else tlp_model.head_platform
     precision = resolve_precision("auto", tlp_model.model.net)  # what predict scores in on this machine
     rows = []
     for task in load_tasks(args.tasks.split(","), target):
         sampler = CandidateSampler(task, target, num_threads=2)
         candidates = sampler.random(args.batch, seed=1)
         earlier_batch = sampler.random(args.batch, seed=2)  # what a search scored before: fills TLP's caches
-        xgb, context, xgb_train = trained_xgb(task, target, dataset, platform_id)
+        xgb, context, xgb_train = trained_xgb(task, target, dataset, records_platform)
         trace_lengths = [len(c.sch.trace.insts) for c in candidates]
         runs: dict[str, list[float]] = {"tlp_cold": [], "tlp_warm": [], "xgb": []}
         parts: dict[str, list[float]] = {"trace_ms": [], "featurize_ms": [], "network_ms": []}
@@ -116,6 +120,7 @@ def main() -> None:
               f"most {difference['fp32']:.1e} in fp32, {difference['default']:.1e} in {precision} (Kendall tau "
               f"{difference['default_kendall_tau']:.4f}))")
     summary = {"date": datetime.date.today().isoformat(), "machine": host_fingerprint(),
+               "platform": platform_id, "xgb_records_platform": records_platform,
                "python": platform.python_version(), "tvm": tvm.__version__, "model": args.model or "shipped",
                "scoring_precision": precision, "batch": args.batch, "repeats": args.repeats, "rows": rows,
                "median_ratio_cold": statistics.median(r["ratio_tlp_cold_over_xgb"] for r in rows),
