@@ -8,6 +8,11 @@ budgets, several seeds, one run; only the cost model changes:
 - ``xgb``: MetaSchedule's default XGBoost model (learns from scratch during the search);
 - ``random``: random ranking.
 
+A model may carry its own batch size, ``NAME:B`` (run name ``NAME-bB``): a pretrained model needs no warm-up round
+of full batches, and on a whole network the first round (one batch of every task) decides the first point of the
+curve, so it caps the trial ratio a budget can show (``trial_ratio_cap_per_seed``). Without ``:B`` a model uses
+``--trials-per-iter``.
+
 Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches with its full budget, as a ratio
 ``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
 
@@ -45,7 +50,8 @@ def _first_reaching(points: list[tuple[int, float, float]], goal: float) -> tupl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="bert_tiny")
-    parser.add_argument("--models", default="tlp,tlp-online,xgb,random")
+    parser.add_argument("--models", default="tlp,tlp-online,xgb,random",
+                        help="comma-separated; NAME:B measures batches of B (default --trials-per-iter)")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--tlp-model", action="append", default=[],
                         help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); repeat it to "
@@ -81,14 +87,17 @@ def main() -> None:
     setup_of = dict(zip(args.tlp_model, args.tlp_model_setup_s))
     # (run name, base model, TLP checkpoint or None, setup seconds): every TLP-based model once per checkpoint.
     variants = []
-    for base_model in args.models.split(","):
+    for spec in args.models.split(","):
+        base_model, batch = _parse_model(spec, args.trials_per_iter, parser)
+        name = base_model if batch == args.trials_per_iter else f"{base_model}-b{batch}"
         if MODELS[base_model]["cost_model"] == "tlp" and args.tlp_model:
-            variants += [(f"{base_model}@{Path(m).stem}", base_model, m, setup_of.get(m, 0.0)) for m in args.tlp_model]
+            variants += [(f"{name}@{Path(m).stem}", base_model, batch, m, setup_of.get(m, 0.0)) for m in args.tlp_model]
         else:
-            variants.append((base_model, base_model, None, 0.0))
+            variants.append((name, base_model, batch, None, 0.0))
     seeds = [int(s) for s in args.seeds.split(",")]
     # Several invocations (different workloads, models or budgets) accumulate in one results file.
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
+    machine = host_fingerprint()
     for name in args.workloads.split(","):
         tunable = resolve(name, target)
         if args.top_tasks and tunable.is_network:
@@ -98,30 +107,57 @@ def main() -> None:
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
-            for model, base_model, checkpoint, setup_s in variants:
+            for model, base_model, batch, checkpoint, setup_s in variants:
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
-                config = TuneConfig(trials=args.trials, trials_per_iter=args.trials_per_iter, seed=seed,
+                config = TuneConfig(trials=args.trials, trials_per_iter=batch, seed=seed,
                                     population=args.population, compile=False, measure=MeasureConfig(),
                                     model_path=checkpoint, **MODELS[base_model])
                 report = tune(tunable, target, work_dir, config)
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
-                runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s,
+                runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,
                                                    "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
                                                    "trials": report["trials"], "curve": points})
                 print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
         earlier = results.get(workload, {})
-        if earlier.get("trials") == args.trials:  # same budget: keep the models this invocation did not run
-            runs = {**earlier["runs"], **runs}
+        if earlier.get("trials") == args.trials:
+            # Same budget: keep the (model, seed) runs this invocation did not run; runs of another machine are
+            # not comparable with this one's (a results file per machine, --out).
+            if earlier.get("machine", machine) != machine:
+                raise SystemExit(f"{out}: {workload} was measured on {earlier['machine'].get('llvm_cpu')}, this "
+                                 f"machine is {machine['llvm_cpu']}; write to another --out")
+            runs = _merge_runs(earlier["runs"], runs)
         summary = _summarize(runs, args.trials)
         results[workload] = {"tasks": len(tunable.tasks), "trials": args.trials, "trials_per_iter": args.trials_per_iter,
-                             "population": args.population, "seeds": seeds, "runs": runs, "summary": summary}
+                             "population": args.population, "machine": machine, "target": target,
+                             "seeds": sorted({r["seed"] for model_runs in runs.values() for r in model_runs}),
+                             "runs": runs, "summary": summary}
         _plot(results[workload], workload, _figure_path(out, workload))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "machine": host_fingerprint(),
+        out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "machine": machine,
                                    "target": target, "results": results}, indent=1))
         print(json.dumps({workload: summary}, indent=1))
+
+
+def _parse_model(spec: str, default_batch: int, parser: argparse.ArgumentParser) -> tuple[str, int]:
+    """``NAME`` or ``NAME:B`` -> (model, batch size)."""
+    name, _, batch = spec.partition(":")
+    if name not in MODELS:
+        parser.error(f"unknown model {name!r} in --models; choose among {', '.join(MODELS)}")
+    if batch and not (batch.isdigit() and int(batch) > 0):
+        parser.error(f"--models {spec!r}: the batch size after ':' must be a positive integer")
+    return name, int(batch) if batch else default_batch
+
+
+def _merge_runs(earlier: dict, new: dict) -> dict:
+    """Per model, the earlier runs of seeds this invocation did not run, then the new ones, by seed."""
+    merged = {model: list(model_runs) for model, model_runs in earlier.items()}
+    for model, model_runs in new.items():
+        rerun = {r["seed"] for r in model_runs}
+        kept = [r for r in merged.get(model, []) if r["seed"] not in rerun]
+        merged[model] = sorted(kept + model_runs, key=lambda r: r["seed"])
+    return merged
 
 
 def _figure_path(out: Path, workload: str) -> Path:
@@ -139,7 +175,11 @@ def _summarize(runs: dict, budget: int) -> dict:
     xgb_wall = statistics.median(r["wall_s"] for r in runs["xgb"]) if "xgb" in runs else None
     for model, model_runs in runs.items():
         row = {"final_latency_s_median": statistics.median(r["final_latency_s"] for r in model_runs),
-               "final_latency_s": [r["final_latency_s"] for r in model_runs]}
+               "final_latency_s": [r["final_latency_s"] for r in model_runs],
+               # A network's latency exists once every task has been measured: the largest trial ratio this budget
+               # can show is budget / the trials of that first point (the first round over all tasks).
+               "trial_ratio_cap_per_seed": [round(budget / r["curve"][0][0], 2) if r["curve"] else None
+                                            for r in model_runs]}
         if xgb_goal is not None:
             reached = [_first_reaching(r["curve"], xgb_goal) for r in model_runs]
             row["trials_to_xgb_final"] = [x[0] if x else None for x in reached]

@@ -38,8 +38,30 @@ class _CountingBuilder(ms.builder.PyBuilder):
         return self.inner.build(build_inputs)
 
 
-def _tune(tiny_tasks, host_platform, fast_measure, work_dir, scheduler, trials):
-    work_dir.mkdir()
+@derived_object
+class _RecordingUpdates(ms.cost_model.PyCostModel):
+    """Random scores; remembers how many measured programs of which task each ``update`` brought."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = ms.cost_model.RandomModel(seed=0)
+        self.updates: list[tuple[str, int]] = []
+
+    def load(self, path):
+        pass
+
+    def save(self, path):
+        pass
+
+    def update(self, context, candidates, results):
+        self.updates.append((str(context.task_name), len(results)))
+
+    def predict(self, context, candidates):
+        return self.inner.predict(context, candidates)
+
+
+def _tune(tiny_tasks, host_platform, fast_measure, work_dir, scheduler, trials, cost_model=None):
+    work_dir.mkdir(exist_ok=True)
     measurer = Measurer(host_platform.target, fast_measure)
     builds = [0]
     watcher = _BuildsBeforeEachRecord(builds)
@@ -51,7 +73,8 @@ def _tune(tiny_tasks, host_platform, fast_measure, work_dir, scheduler, trials):
     callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [watcher]
     ms.tune.tune_tasks(tasks=contexts, task_weights=[1.0] * len(contexts), work_dir=str(work_dir),
                        max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ITER, builder=_CountingBuilder(measurer.builder, builds),
-                       runner=measurer.runner, database=database, cost_model=ms.cost_model.RandomModel(),
+                       runner=measurer.runner, database=database,
+                       cost_model=cost_model or ms.cost_model.RandomModel(),
                        measure_callbacks=callbacks, task_scheduler=scheduler)
     return watcher.seen, database
 
@@ -97,3 +120,27 @@ def test_each_task_ends_at_its_own_total_when_a_run_resumes(tmp_path, tiny_tasks
                            8 * TRIALS_PER_ITER)
     assert {task for task, _ in seen} == {1}  # the dense had its 8 before this run
     assert len(database.get_all_tuning_records()) == 2 * TRIALS_PER_ITER
+
+
+def test_a_resumed_run_continues_instead_of_starting_over(tmp_path, tiny_tasks, host_platform, fast_measure):
+    """A re-run over a database that holds measurements of a task sends that task no first-round batch, and the
+    cost model has learned from them before the first new batch (MetaSchedule would re-run the first round over
+    every task with an untrained model)."""
+    from tlp.search.tune import _measured_per_task
+
+    work_dir = tmp_path / "run"
+    _tune(tiny_tasks[:1], host_platform, fast_measure, work_dir, RecordingGradientScheduler(seed=0),
+          2 * TRIALS_PER_ITER)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    counts, best = _measured_per_task(database, tiny_tasks)
+    assert counts == [2 * TRIALS_PER_ITER, 0] and best[0] is not None and best[1] is None
+
+    model = _RecordingUpdates()
+    scheduler = RecordingGradientScheduler(seed=0, measured_before=counts,
+                                           best_ms_before=[b * 1e3 if b else None for b in best])
+    seen, database = _tune(tiny_tasks, host_platform, fast_measure, work_dir, scheduler,
+                           2 * TRIALS_PER_ITER, cost_model=model)
+    assert seen[0][0] == 1  # the first new batch: the unmeasured softmax, not the dense again
+    dense = str(tiny_tasks[0].name)
+    assert model.updates[0] == (dense, 2 * TRIALS_PER_ITER)  # learned from the stored batches first
+    assert len(database.get_all_tuning_records()) == 4 * TRIALS_PER_ITER

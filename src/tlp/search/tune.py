@@ -34,7 +34,7 @@ from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
-from tlp.search.scheduler import RecordingGradientScheduler
+from tlp.search.scheduler import RecordingGradientScheduler, records_by_task
 from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
 from tlp.search.sources import Tunable
@@ -172,11 +172,7 @@ def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], lis
     """Trials already stored per task and the best latency among them (a re-run continues from these)."""
     counts: list[int] = []
     best: list[float | None] = []
-    by_key: dict[str, list[Any]] = {}
-    for record in database.get_all_tuning_records():
-        by_key.setdefault(str(ms.utils.shash2hex(record.workload.mod)), []).append(record)
-    for task in tasks:
-        records = by_key.get(str(ms.utils.shash2hex(task.mod)), [])
+    for records in records_by_task(database, [task.mod for task in tasks]):
         counts.append(len(records))
         valid = [latency for latency in (mean_latency(r.run_secs) for r in records) if latency is not None]
         best.append(min(valid) if valid else None)
@@ -223,7 +219,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                    measure_callbacks=callbacks,
                                    task_scheduler=RecordingGradientScheduler(
                                        seed=config.seed, trials_per_task=config.trials_per_task,
-                                       measured_before=done_per_task))
+                                       measured_before=done_per_task,
+                                       best_ms_before=[b * 1e3 if b is not None else None for b in best]))
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         except Exception:  # the FFI wraps our TuneInterrupted raised inside a callback
