@@ -8,10 +8,11 @@ budgets, several seeds, one run; only the cost model changes:
 - ``xgb``: MetaSchedule's default XGBoost model (learns from scratch during the search);
 - ``random``: random ranking.
 
-A model may carry its own batch size, ``NAME:B`` (run name ``NAME-bB``): a pretrained model needs no warm-up round
-of full batches, and on a whole network the first round (one batch of every task) decides the first point of the
-curve, so it caps the trial ratio a budget can show (``trial_ratio_cap_per_seed``). Without ``:B`` a model uses
-``--trials-per-iter``.
+A model may carry its own batch sizes, ``NAME:B`` or ``NAME:F/B`` (run name ``NAME-bB``, ``NAME-fF``): batches of
+B, and a first round of F per task (``tlp tune --first-round-trials``). A trained model needs no warm-up round of
+full batches, and on a whole network the first round (one batch of every task) decides the first point of the
+curve, so it caps the trial ratio a budget can show (``trial_ratio_cap_per_seed``). Without them a model uses
+``--trials-per-iter`` and full first batches.
 
 Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches with its full budget, as a ratio
 ``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
@@ -51,7 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="bert_tiny")
     parser.add_argument("--models", default="tlp,tlp-online,xgb,random",
-                        help="comma-separated; NAME:B measures batches of B (default --trials-per-iter)")
+                        help="comma-separated; NAME:B measures batches of B (default --trials-per-iter), "
+                             "NAME:F/B also a first round of F per task")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--tlp-model", action="append", default=[],
                         help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); repeat it to "
@@ -88,12 +90,13 @@ def main() -> None:
     # (run name, base model, TLP checkpoint or None, setup seconds): every TLP-based model once per checkpoint.
     variants = []
     for spec in args.models.split(","):
-        base_model, batch = _parse_model(spec, args.trials_per_iter, parser)
-        name = base_model if batch == args.trials_per_iter else f"{base_model}-b{batch}"
+        base_model, first, batch = _parse_model(spec, args.trials_per_iter, parser)
+        name = base_model + (f"-f{first}" if first else "") + (f"-b{batch}" if batch != args.trials_per_iter else "")
         if MODELS[base_model]["cost_model"] == "tlp" and args.tlp_model:
-            variants += [(f"{name}@{Path(m).stem}", base_model, batch, m, setup_of.get(m, 0.0)) for m in args.tlp_model]
+            variants += [(f"{name}@{Path(m).stem}", base_model, first, batch, m, setup_of.get(m, 0.0))
+                         for m in args.tlp_model]
         else:
-            variants.append((name, base_model, batch, None, 0.0))
+            variants.append((name, base_model, first, batch, None, 0.0))
     seeds = [int(s) for s in args.seeds.split(",")]
     # Several invocations (different workloads, models or budgets) accumulate in one results file.
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
@@ -107,15 +110,16 @@ def main() -> None:
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
-            for model, base_model, batch, checkpoint, setup_s in variants:
+            for model, base_model, first, batch, checkpoint, setup_s in variants:
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
-                config = TuneConfig(trials=args.trials, trials_per_iter=batch, seed=seed,
+                config = TuneConfig(trials=args.trials, trials_per_iter=batch, first_round_trials=first, seed=seed,
                                     population=args.population, compile=False, measure=MeasureConfig(),
                                     model_path=checkpoint, **MODELS[base_model])
                 report = tune(tunable, target, work_dir, config)
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
                 runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,
+                                                   "first_round_trials": first,
                                                    "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
                                                    "trials": report["trials"], "curve": points})
@@ -140,14 +144,16 @@ def main() -> None:
         print(json.dumps({workload: summary}, indent=1))
 
 
-def _parse_model(spec: str, default_batch: int, parser: argparse.ArgumentParser) -> tuple[str, int]:
-    """``NAME`` or ``NAME:B`` -> (model, batch size)."""
-    name, _, batch = spec.partition(":")
+def _parse_model(spec: str, default_batch: int, parser: argparse.ArgumentParser) -> tuple[str, int | None, int]:
+    """``NAME``, ``NAME:B`` or ``NAME:F/B`` -> (model, first-round trials or None, batch size)."""
+    name, _, sizes = spec.partition(":")
     if name not in MODELS:
         parser.error(f"unknown model {name!r} in --models; choose among {', '.join(MODELS)}")
-    if batch and not (batch.isdigit() and int(batch) > 0):
-        parser.error(f"--models {spec!r}: the batch size after ':' must be a positive integer")
-    return name, int(batch) if batch else default_batch
+    first, _, batch = sizes.rpartition("/")
+    if not all(n.isdigit() and int(n) > 0 for n in (first, batch) if n) or (sizes.endswith("/")):
+        parser.error(f"--models {spec!r}: expected NAME:B or NAME:F/B with positive integers")
+    batch_size = int(batch) if batch else default_batch
+    return name, int(first) if first and int(first) < batch_size else None, batch_size
 
 
 def _merge_runs(earlier: dict, new: dict) -> dict:

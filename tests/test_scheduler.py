@@ -144,3 +144,29 @@ def test_a_resumed_run_continues_instead_of_starting_over(tmp_path, tiny_tasks, 
     dense = str(tiny_tasks[0].name)
     assert model.updates[0] == (dense, 2 * TRIALS_PER_ITER)  # learned from the stored batches first
     assert len(database.get_all_tuning_records()) == 4 * TRIALS_PER_ITER
+
+
+def test_a_small_first_round_then_full_batches_without_measuring_twice(tmp_path, tiny_tasks, host_platform,
+                                                                         fast_measure):
+    """`--first-round-trials 1`: the first round measures one program per task (the cost model's top pick), the
+    rounds after it full batches, and no program is measured twice although the inner search restarts."""
+    import json
+
+    from tlp.search.sources import Tunable
+    from tlp.search.tune import TuneConfig, tune
+
+    work_dir = tmp_path / "first-round"
+    config = TuneConfig(trials=1 + 1 + 2 * TRIALS_PER_ITER, trials_per_iter=TRIALS_PER_ITER, first_round_trials=1,
+                        cost_model="random", population=32, compile=False, measure=fast_measure)
+    tune(Tunable("tiny", list(tiny_tasks)), host_platform.target, work_dir, config)
+    batches = [json.loads(line) for line in (work_dir / "history.jsonl").read_text().splitlines()]
+    sizes = [b["trials"] - a["trials"] for a, b in zip([{"trials": 0}] + batches, batches)]
+    assert sizes[:2] == [1, 1] and [b["task"] for b in batches[:2]] == [0, 1]
+    assert max(sizes[2:]) == TRIALS_PER_ITER and sum(sizes) >= config.trials
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    records = database.get_all_tuning_records()
+    assert len(records) == sum(sizes)
+    from tlp._tvm import structural_hash
+
+    programs = {structural_hash(r.as_measure_candidate().sch.mod) for r in records}
+    assert len(programs) == len(records)  # the restarted search re-proposed no measured program

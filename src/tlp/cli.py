@@ -373,7 +373,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.top_tasks:
         tunable = tunable.top_tasks(args.top_tasks)
     work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
+    if args.first_round_trials is not None and args.first_round_trials < 1:
+        raise TLPError("tlp tune: --first-round-trials must be at least 1")
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
+                        first_round_trials=args.first_round_trials,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
@@ -531,6 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="tasks without a measured program keep TVM's default schedule instead of the TLP "
                                 "model's top-ranked one from a short unmeasured search")
     tune_verb.add_argument("--trials-per-iter", type=int, default=32, help="candidates measured per search round")
+    tune_verb.add_argument("--first-round-trials", type=int, metavar="K",
+                           help="measure only the cost model's top K of each task in the first round, full batches "
+                                "after it (for a trained model such as TLP: the first round over all tasks is most "
+                                "of a small budget on a network); default: a full batch")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")
     tune_verb.add_argument("--online-steps", type=int, default=0,

@@ -34,6 +34,7 @@ from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
+from tlp.search.first_round import FirstRoundSearch
 from tlp.search.scheduler import RecordingGradientScheduler, records_by_task
 from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
@@ -52,6 +53,8 @@ class TuneConfig:
     trials: int = 200  # measured candidates in all, over all tasks (MetaSchedule's max_trials_global)
     trials_per_task: int | None = None
     trials_per_iter: int = 32
+    # Candidates per task in the first round (None: a full batch); see tlp.search.first_round.
+    first_round_trials: int | None = None
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
@@ -163,9 +166,16 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig)
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
     loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
-                           search_strategy=ms.search_strategy.EvolutionarySearch(population_size=config.population),
+                           search_strategy=_search_strategy(config),
                            task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
             for i, (task, logger) in enumerate(zip(tunable.tasks, loggers))]
+
+
+def _search_strategy(config: TuneConfig) -> Any:
+    first = config.first_round_trials
+    if first is not None and first < config.trials_per_iter:
+        return FirstRoundSearch(config.population, first)
+    return ms.search_strategy.EvolutionarySearch(population_size=config.population)
 
 
 def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], list[float | None]]:

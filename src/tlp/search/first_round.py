@@ -1,0 +1,82 @@
+"""A small first batch per task, then full batches: MetaSchedule's evolutionary search, started by a trained model.
+
+MetaSchedule measures one full batch of every task before it compares tasks (the gradient scheduler's first
+round). That warm-up is what a cost model learning from scratch needs; a trained model (TLP) already ranks a
+task's candidates, so measuring its top few is enough to know where each task stands. On a whole network the first
+round is most of a small budget (MobileNetV2, 57 tasks at batches of 32: ~1,050 trials before the network has a
+latency at all), so shrinking it is what lets the later, gradient-chosen rounds spend the budget on the tasks that
+matter.
+
+:class:`FirstRoundSearch` wraps ``EvolutionarySearch``: its first call generates ``first_batch`` candidates (the
+model's best, as the evolutionary search ranks them), then it restarts the inner search with the full batch size
+for the rest of the task's budget. The restarted search does not know what was measured (MetaSchedule's state
+keeps that only in memory, and seeds its population from the database's best), so candidates measured before are
+filtered out here rather than measured twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm.ir.utils import derived_object
+
+from tlp._tvm import ms, structural_hash
+
+
+@derived_object
+class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
+    """``EvolutionarySearch(population_size)`` whose first batch for the task holds ``first_batch`` candidates."""
+
+    def __init__(self, population_size: int, first_batch: int) -> None:
+        super().__init__()
+        if first_batch < 1:
+            raise ValueError(f"first_batch must be at least 1, not {first_batch}")
+        self.population_size = population_size
+        self.first_batch = first_batch
+        self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
+        self.tuning: tuple[Any, ...] | None = None  # pre_tuning's arguments after max_trials
+        self.max_trials = 0
+        self.measured = 0  # candidates of this task measured so far
+        self.measured_hashes: set[int] = set()
+        self.in_first_round = True
+
+    def _initialize_with_tune_context(self, context: Any) -> None:
+        self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
+
+    def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any, database: Any = None,
+                   cost_model: Any = None) -> None:
+        self.max_trials = max_trials
+        self.tuning = (num_trials_per_iter, design_spaces, database, cost_model)
+        self.measured, self.measured_hashes, self.in_first_round = 0, set(), True
+        first = min(self.first_batch, num_trials_per_iter, max_trials)
+        self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+        self.tuning = None
+
+    def generate_measure_candidates(self) -> list[Any] | None:
+        if self.in_first_round and self.measured:  # the first batch is measured: full batches from here on
+            self.in_first_round = False
+            self.inner.post_tuning()
+            remaining = self.max_trials - self.measured
+            if remaining <= 0:
+                return None
+            num_trials_per_iter, design_spaces, database, cost_model = self.tuning
+            self.inner.pre_tuning(remaining, num_trials_per_iter, design_spaces, database, cost_model)
+        while True:
+            candidates = self.inner.generate_measure_candidates()
+            if candidates is None:
+                return None
+            fresh = [c for c in candidates if structural_hash(c.sch.mod) not in self.measured_hashes]
+            # All of them measured before: the inner search now counts them as measured and proposes others.
+            if fresh or not candidates:
+                return fresh
+
+    def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
+        self.inner.notify_runner_results(measure_candidates, results)
+        self.measured += len(results)
+        self.measured_hashes.update(structural_hash(c.sch.mod) for c in measure_candidates)
+
+    def clone(self) -> Any:
+        return FirstRoundSearch(self.population_size, self.first_batch)
