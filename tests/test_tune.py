@@ -182,3 +182,5 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     (tmp_path / "bad.pt").write_bytes(b"junk")
     bad_model = _tune(["dense_64x64x64", "--model", str(tmp_path / "bad.pt"), "--work-dir", str(tmp_path / "x")])
     assert bad_model.returncode == 2 and "not a TLP checkpoint" in bad_model.stderr
+    no_first_round = _tune(["dense_64x64x64", "--first-round-trials", "0"])
+    assert no_first_round.returncode == 2 and "--first-round-trials must be at least 1" in no_first_round.stderr

@@ -368,13 +368,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tlp.search.sources import resolve
     from tlp.search.tune import TuneConfig, tune
 
+    if args.first_round_trials is not None and args.first_round_trials < 1:
+        raise TLPError("tlp tune: --first-round-trials must be at least 1")
     target = _target(args)
     tunable = resolve(args.source, target, fast_math=not args.no_fast_math)
     if args.top_tasks:
         tunable = tunable.top_tasks(args.top_tasks)
     work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
-    if args.first_round_trials is not None and args.first_round_trials < 1:
-        raise TLPError("tlp tune: --first-round-trials must be at least 1")
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
