@@ -170,3 +170,10 @@ def test_a_small_first_round_then_full_batches_without_measuring_twice(tmp_path,
 
     programs = {structural_hash(r.as_measure_candidate().sch.mod) for r in records}
     assert len(programs) == len(records)  # the restarted search re-proposed no measured program
+
+    # Resumed: both tasks had their first round, so every new batch is a full one.
+    config.trials = sum(sizes) + 2 * TRIALS_PER_ITER
+    tune(Tunable("tiny", list(tiny_tasks)), host_platform.target, work_dir, config)
+    resumed = [json.loads(line) for line in (work_dir / "history.jsonl").read_text().splitlines()][len(batches):]
+    assert resumed and all(b["trials"] - a["trials"] == TRIALS_PER_ITER
+                           for a, b in zip([batches[-1]] + resumed, resumed))

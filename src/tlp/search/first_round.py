@@ -39,17 +39,24 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.measured = 0  # candidates of this task measured so far
         self.measured_hashes: set[int] = set()
         self.in_first_round = True
+        self.mod: Any = None  # the task's workload (from the tune context)
 
     def _initialize_with_tune_context(self, context: Any) -> None:
+        self.mod = context.mod
         self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
 
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any, database: Any = None,
                    cost_model: Any = None) -> None:
         self.max_trials = max_trials
         self.tuning = (num_trials_per_iter, design_spaces, database, cost_model)
-        self.measured, self.measured_hashes, self.in_first_round = 0, set(), True
-        first = min(self.first_batch, num_trials_per_iter, max_trials)
-        self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
+        self.measured, self.measured_hashes = 0, set()
+        # A task an earlier run measured (a resumed run) had its first round: full batches at once.
+        self.in_first_round = not (database is not None and database.get_top_k(database.commit_workload(self.mod), 1))
+        if self.in_first_round:
+            first = min(self.first_batch, num_trials_per_iter, max_trials)
+            self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
+        else:
+            self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
