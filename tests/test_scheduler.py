@@ -151,10 +151,15 @@ def test_a_small_first_round_then_full_batches_without_measuring_twice(tmp_path,
     """`--first-round-trials 1`: the first round measures one program per task (the cost model's top pick), the
     rounds after it full batches, and no program is measured twice although the inner search restarts."""
     import json
+    import logging
 
     from tlp.search.sources import Tunable
     from tlp.search.tune import TuneConfig, tune
 
+    # An unnamed handler on MetaSchedule's logger (pytest adds such after an in-process tune_tir) must not break
+    # tune's logging set-up, and stays attached.
+    unnamed = logging.NullHandler()
+    logging.getLogger("tvm.s_tir.meta_schedule").addHandler(unnamed)
     work_dir = tmp_path / "first-round"
     config = TuneConfig(trials=1 + 1 + 2 * TRIALS_PER_ITER, trials_per_iter=TRIALS_PER_ITER, first_round_trials=1,
                         cost_model="random", population=32, compile=False, measure=fast_measure)
@@ -177,3 +182,5 @@ def test_a_small_first_round_then_full_batches_without_measuring_twice(tmp_path,
     resumed = [json.loads(line) for line in (work_dir / "history.jsonl").read_text().splitlines()][len(batches):]
     assert resumed and all(b["trials"] - a["trials"] == TRIALS_PER_ITER
                            for a, b in zip([batches[-1]] + resumed, resumed))
+    assert unnamed in logging.getLogger("tvm.s_tir.meta_schedule").handlers
+    logging.getLogger("tvm.s_tir.meta_schedule").removeHandler(unnamed)

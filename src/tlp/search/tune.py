@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import time
 import warnings
@@ -164,7 +165,17 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
 # ---- tuning ------------------------------------------------------------------------------------------------
 def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig) -> list[Any]:
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
-    loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
+    # MetaSchedule's logging config lists its logger's handlers by name and fails on an unnamed one (pytest's
+    # capture handlers, a notebook's own): set those aside while it configures, then give them back.
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in ms_logger.handlers if h.get_name() is None]
+    for handler in unnamed:
+        ms_logger.removeHandler(handler)
+    try:
+        loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
+    finally:
+        for handler in unnamed:
+            ms_logger.addHandler(handler)
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
                            search_strategy=_search_strategy(config),
                            task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
