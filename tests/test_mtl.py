@@ -114,6 +114,26 @@ def test_fit_head_adds_a_platform_and_leaves_the_others(two_platforms, tiny_chec
     assert model.meta["adapted"][sse.id]["copy_of"] == native.id
 
 
+def test_train_add_heads_to_gives_a_model_the_dataset_platforms_it_lacks(two_platforms, tiny_checkpoint, tmp_path):
+    """New data of a new platform: the shipped model gets that platform's head as a copy of the nearest trained one
+    (a project command, so the model and its dataset cannot drift apart), and copies are never copied from."""
+    dataset, native, sse = two_platforms
+    out = tmp_path / "more-heads.pt"
+    run = subprocess.run(TLP + ["train", str(dataset.path), "--add-heads-to", str(tiny_checkpoint), "--out", str(out)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["added"] == {sse.id: native.id}
+    model = TLPModel.load(out)
+    assert model.platforms == [native.id, sse.id] and model.meta["head_sources"] == {sse.id: native.id}
+    assert set(model.meta["platform_info"]) == {native.id, sse.id}
+    programs = load_programs(dataset, native.id)
+    extents = [programs.extents[k] for k in programs.task_keys]
+    assert np.allclose(model.predict(programs.traces, extents, 0), model.predict(programs.traces, extents, 1))
+    assert model.add_platforms({sse.id: sse.to_json()}) == {}  # already there: nothing added
+    third = Platform.host(parse_target({**SSE_TARGET, "num-cores": 1}))  # nearest would be sse, a copy
+    assert model.add_platforms({third.id: third.to_json()}) == {third.id: native.id}  # not the copy (sse)
+
+
 def test_packaged_single_decoder_checkpoint_loads_as_one_head():
     from tlp.models import model_path
 

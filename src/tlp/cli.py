@@ -270,6 +270,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tlp.workloads import held_out_networks
 
     dataset = Dataset(args.dataset)
+    if args.add_heads_to:
+        return _add_heads(dataset, args)
     platform_ids = _train_platforms(dataset, args)
     held_out = args.held_out.split(",") if args.held_out else held_out_networks()
     record_format = dataset.store(platform_ids[0]).platform.record_format
@@ -302,6 +304,21 @@ def cmd_train(args: argparse.Namespace) -> int:
                       "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
                       "head_sources": model.meta.get("head_sources", {}),
                       "skipped": dict(programs.skipped), "feature_cache": feature_cache}, indent=1))
+    return 0
+
+
+def _add_heads(dataset: Any, args: argparse.Namespace) -> int:
+    """``tlp train --add-heads-to MODEL``: no training; a head for each dataset platform the model lacks (a copy of
+    the nearest trained head), so a model and the dataset it ships with cannot drift apart."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.model.estimator import TLPModel
+    from tlp.models import model_path
+
+    model = TLPModel.load(model_path(args.add_heads_to))
+    wanted = dataset.platform_ids() if not (args.platforms or args.platform) else _train_platforms(dataset, args)
+    added = model.add_platforms({p: dataset.store(p).platform.to_json() for p in wanted})
+    model.save(args.out)
+    print(json.dumps({"out": args.out, "heads": model.platforms, "added": added}, indent=1))
     return 0
 
 
@@ -471,6 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "programs are read from / written to the cache; a changed dataset is never read from it)")
     train.add_argument("--feature-cache-dir", help="where cached features live (default $TLP_CACHE_DIR/features, "
                                                    "i.e. ~/.cache/tlp/features)")
+    train.add_argument("--add-heads-to", metavar="MODEL",
+                       help="no training: give MODEL (a checkpoint or packaged name) a head for every platform of the "
+                            "dataset (or of --platform(s)) it lacks, a copy of the nearest trained platform's head, "
+                            "what tlp train gives a platform without training programs; saved to --out")
     train.add_argument("-q", "--quiet", action="store_true")
     train.set_defaults(func=cmd_train)
 

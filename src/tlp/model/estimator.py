@@ -88,13 +88,17 @@ def mean_task_top_k(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarra
 
 
 def _stand_in(platform_id: str, trained: list[str], platform_info: Mapping[str, dict[str, Any]] | None,
-              data: MultiPlatformPrograms | FeaturizedPrograms) -> str:
-    """The trained platform whose head an untrained platform's head copies."""
+              data: MultiPlatformPrograms | FeaturizedPrograms | None) -> str:
+    """The trained platform whose head an untrained platform's head copies: the nearest by ``platform_info``, else
+    (platforms not described) the one with the most programs in ``data``."""
     if platform_info and platform_id in platform_info and all(p in platform_info for p in trained):
         from tlp.platform import Platform, nearest_platform  # pylint: disable=import-outside-toplevel
 
         return nearest_platform(Platform.from_json(platform_info[platform_id]),
                                 {p: platform_info[p] for p in trained})[0]
+    if data is None:
+        raise CheckpointError(f"no description of platform {platform_id} or of the trained ones: cannot tell which "
+                              "head is nearest")
     counts = {p: int((~np.isnan(data.latencies[:, data.platform_ids.index(p)])).sum()) for p in trained}
     return max(trained, key=lambda p: counts[p])
 
@@ -185,6 +189,33 @@ class TLPModel:
             self.net.heads[self.head_index(platform_id)].load_state_dict(
                 self.net.heads[self.head_index(source)].state_dict())
         self.meta["head_sources"] = {**self.meta.get("head_sources", {}), **sources}
+
+    def add_platforms(self, platform_info: Mapping[str, dict[str, Any]]) -> dict[str, str]:
+        """A head for each platform of ``platform_info`` (id -> ``Platform.to_json()``) the model lacks: a copy of
+        the nearest *trained* platform's head (not of another copy), what :meth:`fit` gives a platform without
+        training programs and what ``TLPCostModel`` would fall back to; recorded in ``meta["platform_info"]`` and
+        ``meta["head_sources"]``. Returns {new platform: the platform its head copies}."""
+        if self.net is None:
+            raise RuntimeError("the model is not trained or loaded")
+        if not self.platforms:
+            raise CheckpointError("this model names no platform for its head; a head per platform needs a model "
+                                  "trained with tlp train --platform/--platforms")
+        known = {**(self.meta.get("platform_info") or {}), **platform_info}
+        trained = [p for p in self.platforms if p not in self.meta.get("head_sources", {})]
+        if any(p not in known for p in trained):
+            raise CheckpointError(f"the model does not describe its platform(s) "
+                                  f"{', '.join(p for p in trained if p not in known)} (meta['platform_info']): no "
+                                  "way to tell which head is nearest")
+        sources = {}
+        for platform_id in platform_info:
+            if platform_id in self.platforms:
+                continue
+            sources[platform_id] = _stand_in(platform_id, trained, known, None)
+            self.net.add_head(copy_of=self.head_index(sources[platform_id]))
+            self.platforms = self.platforms + [platform_id]
+        self.meta["platform_info"] = known
+        self.meta["head_sources"] = {**self.meta.get("head_sources", {}), **sources}
+        return sources
 
     def fit_head(self, programs: LabeledPrograms | FeaturizedPrograms, copy_of: str | None = None,
                  freeze_backbone: bool = True, backbone_lr_scale: float = 0.1, progress: bool = True) -> TrainHistory:
