@@ -17,6 +17,11 @@ curve, so it caps the trial ratio a budget can show (``trial_ratio_cap_per_seed`
 Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches with its full budget, as a ratio
 ``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
 
+Fixed tasks (one program in their design space: no search can change them, ``tlp.search.task_profile``) count with
+the same latency in every run: the median of that program's measurements over all runs of the workload. Each run
+measures it once, and run-to-run noise on these memory-bound kernels (up to 1.5x on MobileNetV2's batch norms,
+about half of the network's Σ weight × latency) would otherwise decide the comparison. Raw numbers stay beside.
+
     .venv/bin/python benchmarks/search_efficiency.py --workloads bert_tiny --trials 300 --seeds 1,2
     .venv/bin/python benchmarks/search_efficiency.py --workloads mobilenet_v2,resnet50 --top-tasks 4 --trials 128
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -35,6 +41,7 @@ from tlp.dataset.measure import MeasureConfig
 from tlp.platform import host_fingerprint, host_target
 from tlp.search.report import curve_points
 from tlp.search.sources import resolve
+from tlp.search.task_profile import design_space_decisions
 from tlp.search.tune import TuneConfig, tune
 
 MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
@@ -78,7 +85,16 @@ def main() -> None:
     if args.summarize:
         stored = json.loads(out.read_text())
         for workload, result in stored["results"].items():
-            result["summary"] = _summarize(result["runs"], result["trials"])
+            if "fixed_tasks" not in result:
+                name, _, top = re.fullmatch(r"(.+?)(-top(\d+))?", workload).group(1, 2, 3)
+                result["fixed_tasks"] = _fixed_tasks(_tunable(name, result["target"], int(top or 0)).tasks,
+                                                     result["target"])
+            for model, model_runs in result["runs"].items():
+                for run in model_runs:  # runs stored before fixed tasks were recorded: from their work dirs
+                    if "fixed_part_s" not in run:
+                        _add_fixed_part(run, Path(args.work_dir) / workload / f"{model}-seed{run['seed']}",
+                                        result["fixed_tasks"])
+            result["summary"] = _summarize(result["runs"], result["trials"], result["fixed_tasks"])
             _plot(result, workload, _figure_path(out, workload))
             print(json.dumps({workload: result["summary"]}, indent=1))
         out.write_text(json.dumps(stored, indent=1))
@@ -102,11 +118,10 @@ def main() -> None:
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
     machine = host_fingerprint()
     for name in args.workloads.split(","):
-        tunable = resolve(name, target)
-        if args.top_tasks and tunable.is_network:
-            tunable = tunable.top_tasks(args.top_tasks)
+        tunable = _tunable(name, target, args.top_tasks)
         workload = tunable.name
         weights = [t.weight for t in tunable.tasks]
+        fixed = _fixed_tasks(tunable.tasks, target)
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
@@ -123,6 +138,7 @@ def main() -> None:
                                                    "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
                                                    "trials": report["trials"], "curve": points})
+                _add_fixed_part(runs[model][-1], work_dir, fixed)
                 print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
         earlier = results.get(workload, {})
         if earlier.get("trials") == args.trials:
@@ -132,8 +148,9 @@ def main() -> None:
                 raise SystemExit(f"{out}: {workload} was measured on {earlier['machine'].get('llvm_cpu')}, this "
                                  f"machine is {machine['llvm_cpu']}; write to another --out")
             runs = _merge_runs(earlier["runs"], runs)
-        summary = _summarize(runs, args.trials)
-        results[workload] = {"tasks": len(tunable.tasks), "trials": args.trials, "trials_per_iter": args.trials_per_iter,
+        summary = _summarize(runs, args.trials, fixed)
+        results[workload] = {"tasks": len(tunable.tasks), "fixed_tasks": fixed, "trials": args.trials,
+                             "trials_per_iter": args.trials_per_iter,
                              "population": args.population, "machine": machine, "target": target,
                              "seeds": sorted({r["seed"] for model_runs in runs.values() for r in model_runs}),
                              "runs": runs, "summary": summary}
@@ -173,15 +190,62 @@ def _figure_path(out: Path, workload: str) -> Path:
     return out.with_name(f"{stem}_{workload}.png")
 
 
-def _summarize(runs: dict, budget: int) -> dict:
+def _tunable(name: str, target: dict, top_tasks: int):
+    """The workload (a network's ``top_tasks`` heaviest tasks when given; its name then ends in -topN)."""
+    tunable = resolve(name, target)
+    return tunable.top_tasks(top_tasks) if top_tasks and tunable.is_network else tunable
+
+
+def _fixed_tasks(tasks: list, target: dict) -> dict[str, int]:
+    """{name: weight} of the tasks whose design spaces hold one program (no sampled decision)."""
+    return {t.name: int(t.weight) for t in tasks if design_space_decisions(t, target)[1] == 0}
+
+
+def _add_fixed_part(run: dict, work_dir: Path, fixed: dict[str, int]) -> None:
+    """Record in ``run`` the fixed tasks' latencies (end of the run) and their part of each curve point."""
+    history, report = work_dir / "history.jsonl", work_dir / "report.json"
+    if not (history.exists() and report.exists()):
+        return
+    names = [t["name"] for t in json.loads(report.read_text())["tasks"]]
+    part = curve_points(history, [fixed.get(n, 0) for n in names])
+    if len(part) != len(run["curve"]):
+        raise SystemExit(f"{work_dir}: its history no longer matches the stored curve; re-run it or drop it")
+    last = json.loads(history.read_text().splitlines()[-1])["best_s"]
+    run["fixed_task_latency_s"] = {n: last[i] for i, n in enumerate(names) if n in fixed}
+    run["fixed_part_s"] = [latency for _, _, latency in part]
+
+
+def _with_shared_fixed_tasks(runs: dict, fixed: dict[str, int]) -> dict | None:
+    """The runs with each fixed task at the median of its latencies over all runs (None when a run lacks them)."""
+    every = [r for model_runs in runs.values() for r in model_runs]
+    if not fixed or not all("fixed_part_s" in r for r in every):
+        return None
+    shared = sum(weight * statistics.median(r["fixed_task_latency_s"][name] for r in every)
+                 for name, weight in fixed.items())
+    adjusted = {}
+    for model, model_runs in runs.items():
+        adjusted[model] = []
+        for r in model_runs:
+            curve = [(t, wall, latency - part + shared) for (t, wall, latency), part in zip(r["curve"], r["fixed_part_s"])]
+            adjusted[model].append({**r, "curve": curve, "final_latency_s": curve[-1][2] if curve else None})
+    return adjusted
+
+
+def _summarize(runs: dict, budget: int, fixed: dict[str, int] | None = None) -> dict:
     """Per model: median final latency and, per seed, the trials (and wall time) needed to reach the latency
-    XGBoost reaches with its full budget (median over XGBoost's seeds); ratios = XGBoost's effort / that effort."""
+    XGBoost reaches with its full budget (median over XGBoost's seeds); ratios = XGBoost's effort / that effort.
+    Computed with the fixed tasks at their shared latency when every run recorded them (``fixed_tasks_shared``);
+    ``raw_final_latency_s`` keeps each run's own measurements."""
+    raw = {model: [r["final_latency_s"] for r in model_runs] for model, model_runs in runs.items()}
+    shared_runs = _with_shared_fixed_tasks(runs, fixed or {})
+    runs = shared_runs or runs
     summary = {}
     xgb_goal = statistics.median(r["final_latency_s"] for r in runs["xgb"]) if "xgb" in runs else None
     xgb_wall = statistics.median(r["wall_s"] for r in runs["xgb"]) if "xgb" in runs else None
     for model, model_runs in runs.items():
         row = {"final_latency_s_median": statistics.median(r["final_latency_s"] for r in model_runs),
                "final_latency_s": [r["final_latency_s"] for r in model_runs],
+               "raw_final_latency_s": raw[model], "fixed_tasks_shared": shared_runs is not None,
                # A network's latency exists once every task has been measured: the largest trial ratio this budget
                # can show is budget / the trials of that first point (the first round over all tasks).
                "trial_ratio_cap_per_seed": [round(budget / r["curve"][0][0], 2) if r["curve"] else None
@@ -213,19 +277,21 @@ def _plot(result: dict, workload: str, path: Path) -> None:
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for model, model_runs in result["runs"].items():
+    runs = _with_shared_fixed_tasks(result["runs"], result.get("fixed_tasks", {})) or result["runs"]
+    for model, model_runs in runs.items():
         for i, run in enumerate(model_runs):
             if not run["curve"]:
                 continue
             trials, wall, latency = (np.array(v) for v in zip(*run["curve"]))
-            style = dict(color=f"C{list(result['runs']).index(model)}", alpha=0.8, where="post",
+            style = dict(color=f"C{list(runs).index(model)}", alpha=0.8, where="post",
                          label=model if i == 0 else None)
             axes[0].step(trials, latency * 1e3, **style)
             axes[1].step(wall, latency * 1e3, **style)
     axes[0].set_xlabel("measured trials")
     axes[1].set_xlabel("wall time (s)")
+    shared = " ; fixed tasks shared" if runs is not result["runs"] else ""
     for ax in axes:
-        ax.set_ylabel("best latency (ms, Σ weight × task)")
+        ax.set_ylabel(f"best latency (ms, Σ weight × task{shared})")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
