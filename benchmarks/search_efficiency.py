@@ -5,6 +5,7 @@ budgets, several seeds, one run; only the cost model changes:
 
 - ``tlp``: the shipped TLP model, offline;
 - ``tlp-online``: the same, fine-tuned on the search's own measurements (``--online-steps``);
+- ``blend``: ``tlp-online`` blended with XGBoost per task as the search measures it (``tlp.search.blended``);
 - ``xgb``: MetaSchedule's default XGBoost model (learns from scratch during the search);
 - ``random``: random ranking.
 
@@ -45,6 +46,7 @@ from tlp.search.task_profile import design_space_decisions
 from tlp.search.tune import TuneConfig, tune
 
 MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
+          "blend": dict(cost_model="tlp+xgb", online_steps=5),
           "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
 
 
@@ -108,7 +110,7 @@ def main() -> None:
     for spec in args.models.split(","):
         base_model, first, batch = _parse_model(spec, args.trials_per_iter, parser)
         name = base_model + (f"-f{first}" if first else "") + (f"-b{batch}" if batch != args.trials_per_iter else "")
-        if MODELS[base_model]["cost_model"] == "tlp" and args.tlp_model:
+        if MODELS[base_model]["cost_model"].startswith("tlp") and args.tlp_model:
             variants += [(f"{name}@{Path(m).stem}", base_model, first, batch, m, setup_of.get(m, 0.0))
                          for m in args.tlp_model]
         else:

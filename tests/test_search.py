@@ -153,3 +153,48 @@ def test_packaged_models_load_by_name_and_score_real_candidates(candidates, host
         shapes[name] = (cost_model.model.featurizer.config.seq_len, cost_model.model.model_config.hidden)
     assert shapes == {"tlp-cpu": (25, 128), "tlp-cpu-small": (25, 128)}  # the default is an MTL model of the small size
     assert model_path(None) == model_path("tlp-cpu") and str(model_path("x/y.pt")) == "x/y.pt"
+
+
+def test_blended_cost_model_starts_as_tlp_and_brings_xgboost_in_as_the_task_is_measured(
+        collected, candidates, tiny_checkpoint, host_platform):
+    from tlp.search.blended import BlendedCostModel
+
+    dataset, _ = collected
+    task, batch = candidates["dense_64x64x64"]
+    context = _context(task, host_platform.target)
+    # XGBoost trains from 4 measurements here (MetaSchedule's default, 100, is more than the tiny collection has).
+    xgb = ms.cost_model.XGBModel(num_warmup_samples=4, num_tuning_cores=1)
+    blend = BlendedCostModel(TLPCostModel(tiny_checkpoint, target=host_platform.target), xgb, half_weight_at=4)
+    alone = TLPCostModel(tiny_checkpoint, target=host_platform.target)
+    # Nothing measured: exactly TLP's scores (XGBoost, untrained, is not asked).
+    assert blend.xgb_weight(context) == 0.0
+    assert np.allclose(blend.predict(context, batch), alone.predict(context, batch))
+    workload = ms.database.Workload(task.mod)
+    target_json = tvm.target.Target(host_platform.target).export()
+    measured = [p for p in dataset.store(host_platform.id).latest_programs().values()
+                if p.workload_key == task.key and p.latency]
+    records = [ms.database.TuningRecord.from_json([p.trace_json, p.run_secs, target_json, p.args_info], workload)
+               for p in measured]
+    blend.update(context, [r.as_measure_candidate() for r in records],
+                 [ms.runner.RunnerResult(p.run_secs, None) for p in measured])
+    assert len(measured) >= 4
+    assert blend.xgb_weight(context) == pytest.approx(len(measured) / (len(measured) + 4))
+    scores = blend.predict(context, batch)
+    assert scores.shape == (len(batch),) and (scores > 0).all() and np.isfinite(scores).all()
+    assert not np.allclose(scores, alone.predict(context, batch))  # XGBoost now has a say
+    assert np.allclose(blend.predict(context, batch[:3]), scores[:3])  # comparable within a round
+    untrained = BlendedCostModel(TLPCostModel(tiny_checkpoint, target=host_platform.target))  # XGBoost: 100 first
+    untrained.update(context, [r.as_measure_candidate() for r in records],
+                     [ms.runner.RunnerResult(p.run_secs, None) for p in measured])
+    assert untrained.xgb_weight(context) == 0.0  # its random answers never reach the search
+
+
+def test_blended_cost_model_drives_tlp_tune(tiny_checkpoint, host_platform, tmp_path):
+    from tlp.search.sources import resolve
+    from tlp.search.tune import TuneConfig, tune
+
+    config = TuneConfig(trials=16, trials_per_iter=8, cost_model="tlp+xgb", model_path=str(tiny_checkpoint),
+                        population=64, compile=False, measure=MeasureConfig(repeat=2, min_repeat_ms=2))
+    report = tune(resolve("dense_64x64x64", host_platform.target), host_platform.target, tmp_path / "work", config)
+    assert report["trials"] == 16 and report["tasks"][0]["best_latency_s"] > 0
+    assert report["candidates_scored"] > 16  # TLP ranked the populations, then with XGBoost

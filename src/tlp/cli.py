@@ -542,7 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("source", help="zoo operator or network (see `tlp workloads list`), FILE.py[:NAME] "
                            "(TVMScript IRModule/PrimFunc, TE workload function, or PyTorch module + example_inputs), "
                            "or FILE.onnx")
-    tune_verb.add_argument("--cost-model", default="tlp", choices=["tlp", "xgb", "mlp", "random"])
+    tune_verb.add_argument("--cost-model", default="tlp", choices=["tlp", "tlp+xgb", "xgb", "mlp", "random"],
+                           help="tlp+xgb: TLP's ranking while a task has few measurements, MetaSchedule's XGBoost "
+                                "(retrained on the search's own) as they accumulate (tlp.search.blended)")
     tune_verb.add_argument("--model", help="TLP checkpoint, or a packaged model: tlp-cpu, tlp-cpu-small (the older "
                                            "Zen 3 model); default: the model `tlp adapt` made for this platform, else "
                                            "tlp-cpu")

@@ -42,7 +42,7 @@ from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase
 from tlp.search.sources import Tunable
 from tlp.workloads.task import Task
 
-COST_MODELS = ("tlp", "xgb", "mlp", "random")
+COST_MODELS = ("tlp", "tlp+xgb", "xgb", "mlp", "random")
 
 
 class TuneInterrupted(TLPError):
@@ -94,6 +94,12 @@ def make_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
         from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
 
         return TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps), target=target)
+    if config.cost_model == "tlp+xgb":
+        # pylint: disable=import-outside-toplevel
+        from tlp.search.blended import BlendedCostModel
+        from tlp.search.cost_model import OnlineTuning, TLPCostModel
+
+        return BlendedCostModel(TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps), target=target))
     if config.cost_model == "xgb":
         return ms.cost_model.XGBModel(num_tuning_cores=int(target.get("num-cores", 1)), tree_method="auto")
     if config.cost_model == "mlp":
@@ -297,7 +303,7 @@ def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
     tasks = tunable.all_tasks  # ``best``: the best measured latency of each (None: no valid record)
     if all(latency is not None for latency in best):
         return PredictedDatabase(work_dir / PREDICTED_DIR), []
-    model_path = config.model_path if config.cost_model == "tlp" else None
+    model_path = config.model_path if config.cost_model in ("tlp", "tlp+xgb") else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a platform-mismatch warning was already shown for the search
         cost_model = TLPCostModel(model_path, target=target_json)
