@@ -291,13 +291,13 @@ def _plot(result: dict, workload: str, path: Path) -> None:
             axes[1].step(wall, latency * 1e3, **style)
     axes[0].set_xlabel("measured trials")
     axes[1].set_xlabel("wall time (s)")
-    shared = " ; fixed tasks shared" if runs is not result["runs"] else ""
+    shared = "; fixed tasks shared" if runs is not result["runs"] else ""
     for ax in axes:
-        ax.set_ylabel(f"best latency (ms, Σ weight × task{shared})")
+        ax.set_ylabel("Σ weight × best task latency (ms)")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(f"{workload}: best latency found vs search effort (one line per seed)")
+    fig.suptitle(f"{workload}: best latency found vs search effort (one line per seed{shared})")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
