@@ -61,7 +61,7 @@ def _network(work_dir: str, target_json: dict, bound: bool) -> tuple:
     """BERT-tiny compiled with ``work_dir``'s database; weights bound (as ``tlp tune`` does) or run-time inputs."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
-    from tlp.search.sources import bind_weights  # pylint: disable=import-outside-toplevel
+    from tlp.workloads.graph_passes import bind_weights  # pylint: disable=import-outside-toplevel
     from tlp.workloads.networks import NETWORKS  # pylint: disable=import-outside-toplevel
     from tlp.workloads.extract import import_torch  # pylint: disable=import-outside-toplevel
     from tlp.workloads.graph_passes import fast_math  # pylint: disable=import-outside-toplevel

@@ -28,6 +28,7 @@ from tlp._tvm import tvm
 from tlp.platform import host_target
 from tlp.workloads import UnknownWorkloadError, expand_names, load_tasks
 from tlp.workloads.extract import import_torch, tasks_from_relax
+from tlp.workloads.graph_passes import inference_graph
 from tlp.workloads.rewrites import rewrite_bool_ops
 from tlp.workloads.task import Task
 
@@ -42,7 +43,7 @@ class Tunable:
 
     name: str
     tasks: list[Task]
-    relax_mod: Any = None  # Relax IRModule, weights bound as constants (networks; see bind_weights)
+    relax_mod: Any = None  # Relax IRModule, weights bound as constants (networks; see graph_passes.inference_graph)
     params: list[Any] = field(default_factory=list)  # runtime arguments after the inputs (none once weights are bound)
     inputs: list[Any] = field(default_factory=list)  # example inputs as numpy arrays
     torch_module: Any = None  # returns a tuple of tensors (tlp.workloads.exportable): the numerics reference
@@ -200,29 +201,11 @@ def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: 
         notes.extend([note] if note else [])
     else:
         compiled = False
-    mod = bind_weights(mod, params, len(inputs))
+    mod, graph_notes = inference_graph(mod, params, len(inputs))
+    notes.extend(graph_notes)
     return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod, inputs=inputs,
                    torch_module=imported.exportable.module, torch_inputs=example_inputs,
                    output_names=imported.exportable.output_names, notes=notes, compiles_with_defaults=compiled)
-
-
-def bind_weights(mod: Any, params: list[Any], num_inputs: int) -> Any:
-    """``mod`` with its weights bound as constants: ``main`` then takes the example inputs only.
-
-    Why: with weights as runtime inputs, what the graph computes from weights alone runs on every call. PyTorch's
-    ``Linear`` imports as ``permute_dims(W)`` + ``matmul``, so each layer transposed its weight on every inference
-    (a quarter of BERT-tiny's compiled time, 2-core Zen 4). Bound, ``FoldConstant`` computes those once at compile
-    time and the transposes are no longer tasks to tune. The tuned matmuls are the same tasks either way.
-    """
-    from tvm import relax  # pylint: disable=import-outside-toplevel
-
-    if not params:
-        return mod
-    weights = list(mod["main"].params)[num_inputs:]
-    if len(weights) != len(params):
-        raise SourceError(f"main takes {len(weights)} weights after its {num_inputs} inputs, {len(params)} given")
-    return relax.transform.BindParams("main", {var: tvm.runtime.tensor(value)
-                                               for var, value in zip(weights, params)})(mod)
 
 
 def _fast_math(mod: Any, params: list[Any], inputs: list[Any], target: dict[str, Any],
@@ -277,6 +260,7 @@ def _from_onnx(path: Path, target: dict[str, Any], fast_math: bool = True) -> Tu
     if fast_math:  # no PyTorch here: the exact network compiled by TVM is the reference
         mod, note, compiled = _fast_math(mod, params, inputs, target, None)
         notes.extend([note] if note else [])
-    mod = bind_weights(mod, params, len(inputs))
+    mod, graph_notes = inference_graph(mod, params, len(inputs))
+    notes.extend(graph_notes)
     return Tunable(path.stem, tasks_from_relax(mod, target, path.stem), relax_mod=mod, inputs=inputs, notes=notes,
                    compiles_with_defaults=compiled)

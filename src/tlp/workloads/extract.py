@@ -2,6 +2,7 @@
 
 ``torch.export`` (of the module's tensor outputs, :mod:`tlp.workloads.exportable`) ->
 ``relax.frontend.torch.from_exported_program`` -> bool ops TVM cannot compile rewritten (:mod:`tlp.workloads.rewrites`)
+-> weights bound and batch norms folded (:func:`tlp.workloads.graph_passes.inference_graph`, as ``tlp tune`` does)
 -> ``relax.get_pipeline("zero")`` (legalize and fuse: without it there are no TIR functions, hence no tasks) ->
 ``meta_schedule.relax_integration.extract_tasks``.
 Extraction of a large network takes tens of seconds on 2 cores, so results are cached per network, TVM version
@@ -22,8 +23,13 @@ from typing import Any, Callable
 from tlp import StageError, TLPError, one_line
 from tlp._tvm import ms, tvm
 from tlp.workloads.exportable import Exportable, make_exportable
+from tlp.workloads.graph_passes import inference_graph
 from tlp.workloads.rewrites import rewrite_bool_ops
 from tlp.workloads.task import Task
+
+
+# Part of the task cache's key: bumped when the graph tasks are extracted from changes (2: batch norms folded).
+GRAPH_VERSION = 2
 
 
 def cache_dir() -> Path:
@@ -71,8 +77,13 @@ def import_torch(module: "Any", example_inputs: tuple[Any, ...], name: str | Non
 
 
 def relax_module_from_torch(module: "Any", example_inputs: tuple[Any, ...]) -> "tvm.IRModule":
-    """Export a PyTorch module and import it into Relax (weights are not needed to get the tasks)."""
-    return import_torch(module, example_inputs).mod
+    """Export a PyTorch module and import it into Relax, as the graph ``tlp tune`` extracts its tasks from (weights
+    bound, batch norms folded; :func:`tlp.workloads.graph_passes.inference_graph`)."""
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    mod, params = relax.frontend.detach_params(import_torch(module, example_inputs).mod)
+    mod, _ = inference_graph(mod, [p.numpy() for p in params.get("main", [])], len(example_inputs))
+    return mod
 
 
 def tasks_from_relax(mod: "tvm.IRModule", target: dict[str, Any], network: str) -> list[Task]:
@@ -94,7 +105,7 @@ def tasks_from_torch(
     """The tasks of a PyTorch network, from the cache when this exact network was extracted before."""
     source = inspect.getsource(inspect.getmodule(build) or build)
     digest = hashlib.sha1(
-        json.dumps([network, tvm.__version__, target.get("kind"), source], sort_keys=True).encode()
+        json.dumps([network, tvm.__version__, target.get("kind"), source, GRAPH_VERSION], sort_keys=True).encode()
     ).hexdigest()[:12]
     path = cache_dir() / f"{network}-{digest}.json"
     if use_cache and path.exists():
