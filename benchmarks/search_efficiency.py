@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import re
 import statistics
@@ -124,6 +125,14 @@ def main() -> None:
         workload = tunable.name
         weights = [t.weight for t in tunable.tasks]
         fixed = _fixed_tasks(tunable.tasks, target)
+        task_set = _task_set(tunable.tasks)
+        earlier = results.get(workload, {})
+        # A changed graph (e.g. batch norms folded since) gives other tasks: its runs and work dirs cannot continue or
+        # be compared with the stored ones. Checked before any tuning.
+        if earlier and (earlier.get("task_set", task_set), earlier["tasks"]) != (task_set, len(tunable.tasks)):
+            raise SystemExit(f"{out}: {workload}'s stored runs tuned {earlier['tasks']} other tasks than its "
+                             f"{len(tunable.tasks)} now (the graph changed since); write to another --out and "
+                             "--work-dir")
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
@@ -142,7 +151,6 @@ def main() -> None:
                                                    "trials": report["trials"], "curve": points})
                 _add_fixed_part(runs[model][-1], work_dir, fixed)
                 print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
-        earlier = results.get(workload, {})
         if earlier.get("trials") == args.trials:
             # Same budget: keep the (model, seed) runs this invocation did not run; runs of another machine are
             # not comparable with this one's (a results file per machine, --out).
@@ -151,7 +159,7 @@ def main() -> None:
                                  f"machine is {machine['llvm_cpu']}; write to another --out")
             runs = _merge_runs(earlier["runs"], runs)
         summary = _summarize(runs, args.trials, fixed)
-        results[workload] = {"tasks": len(tunable.tasks), "fixed_tasks": fixed, "trials": args.trials,
+        results[workload] = {"tasks": len(tunable.tasks), "task_set": task_set, "fixed_tasks": fixed, "trials": args.trials,
                              "trials_per_iter": args.trials_per_iter,
                              "population": args.population, "machine": machine, "target": target,
                              "seeds": sorted({r["seed"] for model_runs in runs.values() for r in model_runs}),
@@ -196,6 +204,11 @@ def _tunable(name: str, target: dict, top_tasks: int):
     """The workload (a network's ``top_tasks`` heaviest tasks when given; its name then ends in -topN)."""
     tunable = resolve(name, target)
     return tunable.top_tasks(top_tasks) if top_tasks and tunable.is_network else tunable
+
+
+def _task_set(tasks: list) -> str:
+    """A short digest of the workload's task keys: which tasks its runs tuned."""
+    return hashlib.sha1(json.dumps(sorted(t.key for t in tasks)).encode()).hexdigest()[:12]
 
 
 def _fixed_tasks(tasks: list, target: dict) -> dict[str, int]:
