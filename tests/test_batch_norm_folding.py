@@ -67,3 +67,34 @@ def test_collect_extracts_the_tasks_tune_meets(block):
 def test_network_without_batch_norm_is_untouched():
     tunable = from_torch("linear", torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),), TARGET, fast_math=False)
     assert not any(note.startswith("batch norm") for note in tunable.notes)
+
+
+def test_onnx_batch_norm_folds_too(tmp_path):
+    """An ONNX graph with an explicit BatchNormalization after its Conv (as other exporters write it)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tlp.search.sources import resolve
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    scale, bias = rng.uniform(0.5, 1.5, 4).astype("float32"), rng.uniform(-0.5, 0.5, 4).astype("float32")
+    mean, var = rng.uniform(-1, 1, 4).astype("float32"), rng.uniform(0.5, 2, 4).astype("float32")
+    initializers = [numpy_helper.from_array(a, n) for a, n in
+                    ((weight, "w"), (scale, "scale"), (bias, "bias"), (mean, "mean"), (var, "var"))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["b"], epsilon=1e-5),
+             helper.make_node("Relu", ["b"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], initializers)
+    path = tmp_path / "conv_bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+    tunable = resolve(str(path), TARGET, fast_math=False)
+    assert "batch norm: 1 folded into conv2d" in tunable.notes, tunable.notes
+    assert [t.name for t in tunable.tasks if "batch_norm" in t.name] == []
+    outputs = default_schedule_outputs(tunable.relax_mod, tunable.params, tunable.inputs, TARGET)
+    conv = torch.nn.functional.conv2d(torch.from_numpy(tunable.inputs[0]), torch.from_numpy(weight), padding=1)
+    expected = torch.relu((conv - torch.from_numpy(mean)[:, None, None]) / torch.sqrt(torch.from_numpy(var) + 1e-5)[
+        :, None, None] * torch.from_numpy(scale)[:, None, None] + torch.from_numpy(bias)[:, None, None])
+    np.testing.assert_allclose(outputs[0], expected.numpy(), rtol=1e-4, atol=1e-5)
