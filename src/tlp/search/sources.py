@@ -54,7 +54,8 @@ class Tunable:
     # tlp.search.predicted) and compiled with the rest.
     untuned: list[Task] = field(default_factory=list)
     # The network already compiled and ran with TVM's default schedules during import (the fast-math check): the
-    # compile check before tuning would only repeat it. Binding the weights afterwards only folds constants.
+    # compile check before tuning would only repeat it. Binding the weights and folding batch norms afterwards only
+    # change constants and give convolutions a bias add.
     compiles_with_defaults: bool = False
 
     @property
