@@ -126,13 +126,14 @@ def main() -> None:
     for index in range(args.processes):
         done = subprocess.run([sys.executable, __file__, args.network, *args.run_dirs, "--tasks", args.tasks,
                                "--child"], capture_output=True, text=True, check=True)
-        for row in json.loads(done.stdout.strip().splitlines()[-1]):
+        timed = json.loads(done.stdout.strip().splitlines()[-1])
+        for row in timed:
             entry = by_kernel.setdefault((row["run_dir"], row["task"]), {
                 "run_dir": row["run_dir"], "task": row["task"], "ms_per_process": [],
                 "shared_writes_under_parallel": row["shared_writes_under_parallel"]})
             entry["ms_per_process"].append(row["ms"])
         print(f"process {index + 1}: " + " ".join(f"{Path(r['run_dir']).name}/{r['task']}={r['ms']:.2f}"
-                                                   for r in json.loads(done.stdout.strip().splitlines()[-1])),
+                                                   for r in timed),
               flush=True)
     rows = list(by_kernel.values())
     for row in rows:
