@@ -5,7 +5,8 @@ Every benchmark keeps its MetaSchedule work directories (``runs/bench/...``; com
 search, guided by TLP, XGBoost or random ranking — which is what the dataset lacks. This walks the work
 directories ``<root>/<workload>/<model>-seed<N>/`` that benchmark scripts write, catalogues each task under the
 workload's own name, network and weight (the workload is the folder name, ``-topN`` meaning ``--top-tasks N``),
-and files the programs under the platform that measured them, the same way ``tlp tune --dataset`` does
+and files the programs under the platform that measured them (a directory whose workload is not known is
+refused, named, and left for a re-run), the same way ``tlp tune --dataset`` does
 (``tlp.dataset.add_tuning_run``; duplicates by program hash are skipped, so re-running adds nothing).
 
     .venv/bin/python benchmarks/import_runs.py runs/bench/unseen runs/bench/realistic            # measured here
@@ -50,15 +51,18 @@ def main() -> None:
     args = parser.parse_args()
     dataset = Dataset(args.dataset)
     platform = dataset.store(args.platform).platform if args.platform else None
-    totals = {"imported": 0, "already_present": 0, "runs": 0, "skipped": 0}
+    totals = {"imported": 0, "already_present": 0, "runs": 0, "skipped": 0, "refused": 0}
     for root in args.roots:
         for work_dir in work_dirs(root):
             workload, top = workload_of(work_dir, root)
             try:
                 tasks = tuned_tasks(workload, work_dir, top)
             except SourceError as error:
-                print(f"{work_dir}: {error}; its tasks are catalogued by their function names")
-                tasks = None
+                # Catalogued under a made-up network, its programs would count for no network's tasks: refuse.
+                print(f"{work_dir}: not imported: {error}; put it under <root>/<workload>/<model>-seed<N>/ "
+                      f"(or next to a report.json naming its source) and run again", flush=True)
+                totals["refused"] += 1
+                continue
             # platform None: this machine (add_tuning_run's default, as --measured-here)
             summary = add_tuning_run(dataset, work_dir, platform, tasks, workload)
             totals["runs"] += 1

@@ -373,7 +373,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     held_out_fraction = DEFAULT_HELD_OUT_FRACTION if args.held_out_fraction is None else args.held_out_fraction
     report = adapt(Dataset(args.dataset), base, platform, out, fraction, held_out_fraction,
                    freeze_backbone=args.freeze_backbone, source=args.source,
-                   measure_config=MeasureConfig(run_timeout_s=args.run_timeout), progress=not args.quiet)
+                   measure_config=MeasureConfig(run_timeout_s=args.run_timeout), progress=not args.quiet,
+                   held_out=args.held_out.split(",") if args.held_out else None)
     print(json.dumps(report.to_json(), indent=1) if args.json else format_adapt_report(report))
     return 0
 
@@ -523,13 +524,17 @@ def build_parser() -> argparse.ArgumentParser:
                                           "~/.local/share/tlp/models, where TLPCostModel() and tlp tune find it)")
     adapt_verb.add_argument("--fraction", type=float,
                             help="share of the training tasks' programs to measure here (default: 0.07, what the "
-                                 "few-shot experiment found enough)")
+                                 "few-shot experiment found enough; 0 with --held-out-fraction 0: measure nothing, train on "
+                                 "the programs the dataset already holds for this machine)")
     adapt_verb.add_argument("--held-out-fraction", type=float,
                             help="share of the held-out networks' programs to measure here, for the score "
                                  "(default 0.07)")
     adapt_verb.add_argument("--freeze-backbone", action="store_true",
                             help="train the head alone (default: the shared backbone learns too, at 0.1x the head's "
                                  "rate, which scored as well or better in the few-shot experiment)")
+    adapt_verb.add_argument("--held-out", metavar="NETWORKS",
+                            help="comma-separated networks the head never trains on and is scored on (default: the "
+                                 "zoo's held-out networks); name the network a search check will tune")
     adapt_verb.add_argument("--source", help="platform whose programs to re-measure (default: the largest)")
     adapt_verb.add_argument("--force", action="store_true", help="retrain a head the model already has")
     adapt_verb.add_argument("--run-timeout", type=float, default=10.0)

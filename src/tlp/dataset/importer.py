@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from tlp._tvm import ms
+from tlp._tvm import ms, structural_hash
 from tlp.dataset.sampler import program_hash
 from tlp.dataset.store import BadRecord, Dataset, DatasetError, MeasuredProgram, ReadReport, parse_record_line
 from tlp.platform import Platform
@@ -62,8 +62,10 @@ def import_work_dir(
     for number, line in enumerate(workload_file.read_text(errors="replace").splitlines(), start=1):
         try:
             entry = json.loads(line)
-            ms.database.Workload.from_json(entry)  # validates the encoded IRModule
-            workloads.append(entry)
+            mod = ms.database.Workload.from_json(entry).mod  # validates the encoded IRModule
+            # Keyed by the structural hash, as tasks are, whatever the database hashed by: a database tuned with
+            # module_equality="anchor-block" stores its anchor block's hash, which no task key matches.
+            workloads.append([str(structural_hash(mod)), *entry[1:]])
         except Exception:  # pylint: disable=broad-except
             workloads.append(None)  # keep indices aligned with the records that point at later workloads
             report.skip(f"{workload_file}:{number}", "corrupt workload line")

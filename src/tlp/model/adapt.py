@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tlp.dataset.collect import CollectSummary, remeasure
 from tlp.dataset.measure import MeasureConfig
@@ -74,29 +74,37 @@ def adapt(
     progress: bool = True,
     on_batch: Callable[[CollectSummary], None] | None = None,
     min_programs: int = MIN_HEAD_PROGRAMS,
+    held_out: Sequence[str] | None = None,
 ) -> AdaptReport:
-    """Measure a sample here, train this platform's head on ``base``, save to ``out``; see the module doc."""
+    """Measure a sample here, train this platform's head on ``base``, save to ``out``; see the module doc.
+
+    ``held_out``: networks whose programs the head never trains on and is scored on (default: the zoo's held-out
+    networks). Naming the network a search check will tune keeps that check fair when this platform already
+    holds programs of it (a user's own tuning runs). Fractions of 0 measure nothing: the head then trains on
+    what the dataset already holds for this platform.
+    """
     if not base.platforms:
         raise DatasetError("the base model names no platform for its head(s); train it with tlp train first")
     info = base.meta.get("platform_info") or {}
     nearest, _ = nearest_platform(platform, {p: info.get(p, {}) for p in base.platforms})
+    held_out = list(held_out_networks() if held_out is None else held_out)
     source_id = source or source_platform(dataset, platform.id)
     started = time.monotonic()
     summary = remeasure(dataset, dataset.store(source_id), platform, measure_config, fraction=train_fraction,
-                        first_networks=held_out_networks(), first_fraction=held_out_fraction, progress=progress,
+                        first_networks=held_out, first_fraction=held_out_fraction, progress=progress,
                         on_batch=on_batch)
     measure_seconds = time.monotonic() - started
     programs = load_programs(dataset, platform.id)
-    train, test = programs.split_by_network(set(held_out_networks()))
+    train, test = programs.split_by_network(set(held_out))
     if len(train.traces) < min_programs:
         raise DatasetError(f"{dataset.path}/{platform.id}: {len(train.traces)} valid training programs measured here "
                            f"(kept); a head needs at least {min_programs}: raise --fraction")
-    before = _held_out_scores(base, test, nearest)
+    before = _held_out_scores(base, test, nearest, held_out)
     started = time.monotonic()
     base.fit_head(train, copy_of=nearest, freeze_backbone=freeze_backbone, progress=progress)
     train_seconds = time.monotonic() - started
     base.meta.setdefault("platform_info", {})[platform.id] = platform.to_json()
-    after = _held_out_scores(base, test, platform.id)
+    after = _held_out_scores(base, test, platform.id, held_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     base.save(out)
     return AdaptReport(
@@ -108,11 +116,11 @@ def adapt(
         per_network={"nearest_head": before.get("per_network", {}), "own_head": after.get("per_network", {})})
 
 
-def _held_out_scores(model: TLPModel, test: Any, platform_id: str) -> dict[str, Any]:
+def _held_out_scores(model: TLPModel, test: Any, platform_id: str, held_out: Sequence[str]) -> dict[str, Any]:
     """TenSet top-k of one head on this machine's held-out sample (empty when the sample has no test task)."""
     if not test.traces:
         return {}
-    networks = sorted({n for k in set(test.task_keys) for n in test.networks_of(k)} & set(held_out_networks()))
+    networks = sorted({n for k in set(test.task_keys) for n in test.networks_of(k)} & set(held_out))
     result = score_head(model, test, platform_id, networks)
     return {"top1": result["top1"], "top5": result["top5"], "per_network": result["per_network"]}
 

@@ -12,6 +12,7 @@ import numpy as np
 from tlp._tvm import ms, tvm, use_runtime_threads
 from tlp.search.compile_check import compile_error, compile_network
 from tlp.search.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
+from tlp.search.shared_schedules import SharedScheduleDatabase
 from tlp.search.sources import Tunable
 from tlp.search.task_profile import format_dominant_tasks
 
@@ -49,26 +50,36 @@ def torch_eager_latency(tunable: Tunable, threads: int, repeats: int = 20, min_t
 SETTLE_S = 0.3  # pause before timing one side: the other's spinning worker threads go idle
 
 
+# Rounds whose medians differ more than this (slowest / fastest) mean the machine was busy while timing.
+NOISY_ROUNDS = 1.25
+
+
 def _alternating_latencies(machine: Any, device: Any, arguments: list[Any], tunable: Tunable, threads: int,
-                           rounds: int = 5) -> tuple[float, float | None]:
-    """Median end-to-end seconds of the compiled network and of PyTorch eager, timed in alternating rounds.
+                           rounds: int = 5) -> tuple[list[float], list[float]]:
+    """Per-round median end-to-end seconds of the compiled network and of PyTorch eager (empty when the network
+    has no PyTorch module), timed in alternating rounds.
 
     Alternating spreads whatever else the machine is doing over both sides (timing one after the other once gave
     PyTorch 93 ms against 1.7 ms minutes earlier, while another job loaded the cores). Each side starts after a
     pause: the other runtime's worker threads spin for a while after their last kernel (PyTorch timed right after
-    TVM's network took 2.4 ms instead of 1.4 ms).
+    TVM's network took 2.4 ms instead of 1.4 ms). The rounds are returned so the report can show their spread.
     """
     evaluator = machine.time_evaluator("main", device, number=1, repeat=4, min_repeat_ms=50)
     compiled: list[float] = []
     eager: list[float] = []
     for _ in range(rounds):
         time.sleep(SETTLE_S)
-        compiled.extend(evaluator(*arguments).results)
+        compiled.append(float(np.median(evaluator(*arguments).results)))
         time.sleep(SETTLE_S)
         latency = torch_eager_latency(tunable, threads, repeats=4, min_total_s=0.05)
         if latency is not None:
             eager.append(latency)
-    return float(np.median(compiled)), (float(np.median(eager)) if eager else None)
+    return compiled, eager
+
+
+def rounds_spread(rounds: list[float]) -> float:
+    """Slowest round's median over the fastest's (1.0: no spread)."""
+    return max(rounds) / min(rounds) if rounds else 1.0
 
 
 def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any) -> dict[str, Any]:
@@ -89,8 +100,9 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         return {"compiled": written}
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
+    shared = SharedScheduleDatabase(database)
     try:
-        executable = compile_network(tunable, target, database)
+        executable = compile_network(tunable, target, shared)
     except Exception as error:  # pylint: disable=broad-except  # TVM raises many error types here
         raise compile_error(tunable, target, error, "compile with the tuned schedules",
                             f"the tuned database in {work_dir} is kept: re-run with --work-dir {work_dir} to reuse it "
@@ -109,10 +121,13 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         reference = torch_outputs(tunable.torch_module, tunable.torch_inputs)
         names = tunable.output_names or [f"output{i}" for i in range(len(reference))]
         numerics = compare_outputs(names, compiled, reference)
-    latency, eager = _alternating_latencies(machine, device, arguments, tunable, threads)
+    compiled_rounds, eager_rounds = _alternating_latencies(machine, device, arguments, tunable, threads)
+    latency = float(np.median(compiled_rounds))
+    eager = float(np.median(eager_rounds)) if eager_rounds else None
     result = {"compiled": [str(path)], "end_to_end_s": latency, "torch_eager_s": eager,
               "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads,
-              "tvm_threads": runtime_threads}
+              "end_to_end_rounds_s": compiled_rounds, "torch_eager_rounds_s": eager_rounds,
+              "tvm_threads": runtime_threads, "shared_schedules": sorted(shared.shared)}
     if numerics is not None:
         result["numerics"] = numerics
     return result
@@ -195,6 +210,10 @@ def format_report(report: dict[str, Any]) -> str:
         gflops = f"{task['gflops']:8.1f}" if task["gflops"] else "       -"
         lines.append(f"{task['name'].ljust(width)}  {task['weight']:6d}  {task['trials']:6d}  {best}  {gflops}  "
                      f"{_schedule_label(task)}")
+    shared = [f"{variant} (as {task['name']})" for task in report["tasks"] for variant in task.get("variants", ())]
+    if shared:
+        lines.append("with a task's schedule (same anchor block, another epilogue; weight counts them): "
+                     + ", ".join(shared))
     lines.extend(_format_predicted(report))
     if "tasks_latency_s" in report:
         lines.append(f"\nΣ weight × task latency: {report['tasks_latency_s'] * 1e3:.3f} ms")
@@ -208,6 +227,12 @@ def format_report(report: dict[str, Any]) -> str:
         if report.get("torch_eager_s"):
             lines.append(f"PyTorch eager ({report['threads']} threads): {report['torch_eager_s'] * 1e3:.3f} ms "
                          f"-> {report['speedup_vs_torch']:.2f}x")
+        spread = max(rounds_spread(report.get("end_to_end_rounds_s", [])),
+                     rounds_spread(report.get("torch_eager_rounds_s", [])))
+        if spread > NOISY_ROUNDS:
+            lines.append(f"  warning: the timing rounds differ by up to {(spread - 1) * 100:.0f} % (the machine was "
+                         "busy?): run the same `tlp tune` command again to time it again (a spent budget only "
+                         "compiles and times)")
     if report.get("numerics"):
         lines.extend(format_numerics(report["numerics"]))
     for note in report.get("import_notes", []):

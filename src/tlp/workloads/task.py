@@ -14,13 +14,18 @@ class Task:
     """One MetaSchedule tuning task.
 
     ``weight`` is how many times the task's kernel runs in one inference of ``network`` (the weight MetaSchedule's
-    ``extract_tasks`` reports), which TenSet-style scores and end-to-end latency estimates multiply by.
+    ``extract_tasks`` reports), which TenSet-style scores and end-to-end latency estimates multiply by; for a
+    network it counts the ``variants`` too.
+    ``variants``: the network's other fused functions with the same anchor block (the same convolution or matmul,
+    another elementwise epilogue, e.g. with and without a residual add). They are not tuned apart: the compiled
+    network runs them with this task's schedule (:mod:`tlp.search.shared_schedules`).
     """
 
     name: str
     mod: "tvm.IRModule"
     weight: int = 1
     network: str = ""
+    variants: tuple[str, ...] = ()
 
     @cached_property
     def workload_json(self) -> list[Any]:
@@ -38,12 +43,14 @@ class Task:
         return str(self.workload_json[0])
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "weight": self.weight, "network": self.network, "workload": self.workload_json}
+        return {"name": self.name, "weight": self.weight, "network": self.network, "workload": self.workload_json,
+                "variants": list(self.variants)}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "Task":
         mod = ms.database.Workload.from_json(data["workload"]).mod
-        return Task(name=data["name"], mod=mod, weight=int(data.get("weight", 1)), network=data.get("network", ""))
+        return Task(name=data["name"], mod=mod, weight=int(data.get("weight", 1)), network=data.get("network", ""),
+                    variants=tuple(data.get("variants", ())))
 
 
 def flop_count(mod: "tvm.IRModule") -> float:

@@ -1,0 +1,100 @@
+"""Compile the variants of a task with the task's schedule (functions that share an anchor block).
+
+A network's fused functions with the same anchor block (the same convolution, another elementwise epilogue) are
+one task (:func:`tlp.workloads.extract.tasks_from_relax`): only one of them is searched and measured. At compile
+time each of the others asks the database for a schedule of its own, finds none, and would keep TVM's
+unscheduled default. :class:`SharedScheduleDatabase` answers such a query with the best record of the function
+that shares its anchor block, replayed on the variant by MetaSchedule's ``ScheduleUsingAnchorTrace`` (the anchor
+block's instructions; the epilogue blocks are inlined). A function's own record, when the database has one (a
+work directory tuned before tasks were shared), comes first.
+
+Relax's ``MetaScheduleApplyDatabase`` replays such a record with ``ScheduleUsingAnchorTrace`` when the record's
+function is not the one asked for; what it lacks is the lookup, which MetaSchedule's databases do only when the
+whole tuning database uses ``module_equality="anchor-block"`` (and then every task must be tuned that way).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm.ir.utils import derived_object
+
+from tlp import TLPError
+import tvm_ffi
+
+from tlp._tvm import ms, tvm
+
+
+@derived_object
+class SharedScheduleDatabase(ms.database.PyDatabase):
+    """Read-only view of ``inner`` for compiling: a function without a record gets the record of the function
+    with the same anchor block, applied to it. ``shared`` records which functions were served that way."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+        self._anchors = ms.database.MemoryDatabase(module_equality="anchor-block")
+        seen: set[str] = set()
+        for record in inner.get_all_tuning_records():
+            key = str(ms.utils.shash2hex(record.workload.mod))
+            if key not in seen:
+                seen.add(key)
+                self._anchors.commit_workload(record.workload.mod)
+        self.shared: set[str] = set()  # functions compiled with the schedule of their anchor block's tuned function
+
+    def _tuned_with_same_anchor(self, mod: Any) -> Any:
+        """The tuned function's module whose anchor block is ``mod``'s (None when there is none)."""
+        if not self._anchors.has_workload(mod):
+            return None
+        return self._anchors.commit_workload(mod).mod
+
+    def query_tuning_record(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
+        """``mod``'s own best record, else the best record of the tuned function with ``mod``'s anchor block.
+
+        Relax's ``MetaScheduleApplyDatabase`` asks this, and replays a record of a structurally different function
+        with ``ScheduleUsingAnchorTrace`` itself.
+        """
+        own = self.inner.query_tuning_record(mod, target, workload_name)
+        if own is not None:
+            return own
+        tuned = self._tuned_with_same_anchor(mod)
+        record = None if tuned is None else self.inner.query_tuning_record(tuned, target, workload_name)
+        if record is not None:
+            self.shared.add(workload_name or "main")
+        return record
+
+    def query_schedule(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
+        record = self.query_tuning_record(mod, target, workload_name)
+        if record is None:
+            return None
+        from tvm.s_tir.meta_schedule.trace_apply import (  # pylint: disable=import-outside-toplevel
+            schedule_using_anchor_trace)
+
+        schedule = tvm.s_tir.Schedule(mod, debug_mask=0)
+        if tvm_ffi.structural_equal(record.workload.mod, mod):
+            record.trace.apply_to_schedule(schedule, remove_postproc=False)
+        else:
+            schedule_using_anchor_trace(schedule, record.trace, target)
+        return schedule
+
+    def query_ir_module(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
+        schedule = self.query_schedule(mod, target, workload_name)
+        return schedule.mod if schedule is not None else None
+
+    def has_workload(self, mod: Any) -> bool:
+        return self.inner.has_workload(mod) or self._tuned_with_same_anchor(mod) is not None
+
+    def commit_workload(self, mod: Any) -> Any:
+        return self.inner.commit_workload(mod)
+
+    def commit_tuning_record(self, record: Any) -> None:
+        raise TLPError("the shared-schedule view is read-only: records belong in the tuning database")
+
+    def get_top_k(self, workload: Any, top_k: int) -> list[Any]:
+        return list(self.inner.get_top_k(workload, top_k))
+
+    def get_all_tuning_records(self) -> list[Any]:
+        return list(self.inner.get_all_tuning_records())
+
+    def __len__(self) -> int:
+        return len(self.inner)

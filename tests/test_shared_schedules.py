@@ -1,0 +1,55 @@
+"""Functions with the same anchor block (one conv, two epilogues) are one task, and both run its schedule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tlp.search.report import format_report
+from tlp.search.sources import from_torch
+from tlp.search.tune import TuneConfig, tune
+
+
+class BasicBlock(torch.nn.Module):
+    """ResNet's basic block: the same 3x3 conv once without and once with the residual add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv2(torch.relu(self.conv1(x))) + x)
+
+
+@pytest.fixture(scope="module")
+def block(host_platform):
+    torch.manual_seed(0)
+    return from_torch("basic_block", BasicBlock().eval(), (torch.randn(1, 8, 12, 12),), host_platform.target,
+                      fast_math=False)
+
+
+def test_the_same_conv_with_two_epilogues_is_one_task(block):
+    convs = [task for task in block.tasks if "conv2d" in task.name]
+    assert len(convs) == 1, [task.name for task in block.tasks]
+    (conv,) = convs
+    assert conv.weight == 2 and len(conv.variants) == 1 and conv.variants[0] != conv.name
+    assert "conv2d" in conv.variants[0]
+
+
+def test_the_variant_is_compiled_with_the_tuned_schedule_and_matches_pytorch(block, host_platform, tmp_path):
+    config = TuneConfig(trials=8, trials_per_iter=8, population=64, cost_model="random", predicted_schedules=False)
+    report = tune(block, host_platform.target, tmp_path, config)
+    (conv,) = [task for task in report["tasks"] if "conv2d" in task["name"]]
+    assert conv["best_latency_s"] and conv["variants"]
+    # The variant got the tuned conv's schedule (replayed by its anchor block), not TVM's unscheduled default.
+    assert report["shared_schedules"] == list(conv["variants"])
+    assert report["numerics"]["ok"], report["numerics"]
+    text = format_report(report)
+    assert f"{conv['variants'][0]} (as {conv['name']})" in text
+    # The report gives each timing round; rounds far apart (a busy machine) are flagged with what to do.
+    assert len(report["end_to_end_rounds_s"]) == len(report["torch_eager_rounds_s"]) == 5
+    assert "warning: the timing rounds differ" not in format_report(
+        {**report, "end_to_end_rounds_s": [1.0, 1.1], "torch_eager_rounds_s": [2.0, 2.1]})
+    noisy = format_report({**report, "end_to_end_rounds_s": [1.0, 1.6], "torch_eager_rounds_s": [2.0, 2.1]})
+    assert "warning: the timing rounds differ by up to 60 %" in noisy and "run the same `tlp tune`" in noisy
