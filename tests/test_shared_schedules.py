@@ -33,8 +33,9 @@ def test_the_same_conv_with_two_epilogues_is_one_task(block):
     convs = [task for task in block.tasks if "conv2d" in task.name]
     assert len(convs) == 1, [task.name for task in block.tasks]
     (conv,) = convs
-    assert conv.weight == 2 and len(conv.variants) == 1 and conv.variants[0] != conv.name
-    assert "conv2d" in conv.variants[0]
+    ((variant, variant_weight),) = conv.variants
+    assert conv.weight == 2 and variant_weight == 1 and conv.own_weight == 1
+    assert "conv2d" in variant and variant != conv.name
 
 
 def test_the_variant_is_compiled_with_the_tuned_schedule_and_matches_pytorch(block, host_platform, tmp_path):

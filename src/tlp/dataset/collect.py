@@ -126,7 +126,7 @@ def interleave_by_network(tasks: list[Task]) -> list[Task]:
 
 def register(dataset: Dataset, tasks: list[Task]) -> None:
     """Record every (task, network, weight) occurrence in the dataset's catalogue."""
-    dataset.register_tasks([(task.key, task.name, task.network, task.weight, task.flops) for task in tasks])
+    dataset.register_tasks([(task.key, task.name, task.network, task.own_weight, task.flops) for task in tasks])
 
 
 class _StoreState:

@@ -147,7 +147,7 @@ def import_work_dir(
     known = {t.key: t for t in tasks or []}
     in_log = {str(workload[0]) for workload, _, _ in parsed}
     catalogued = dataset.catalogue()
-    dataset.register_tasks([(t.key, t.name, t.network or network, t.weight, t.flops) for t in known.values()
+    dataset.register_tasks([(t.key, t.name, t.network or network, t.own_weight, t.flops) for t in known.values()
                             if t.key in in_log]
                            + [entry for entry in catalogue_entries
                               if entry[0] not in known and entry[0] not in catalogued])

@@ -378,7 +378,7 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
     all_counts, all_best = measured or _measured_per_task(database, tunable.all_tasks)
     counts, best = all_counts[:len(tunable.tasks)], all_best[:len(tunable.tasks)]
     every = [TaskResult(t.name, int(t.weight), float(t.flops), n, b, tuned=i < len(tunable.tasks),
-                        schedule=_schedule_kind(t, b, predicted), variants=t.variants)
+                        schedule=_schedule_kind(t, b, predicted), variants=tuple(name for name, _ in t.variants))
              for i, (t, n, b) in enumerate(zip(tunable.all_tasks, all_counts, all_best))]
     tasks = every[:len(tunable.tasks)]  # tuned first: their indices stay the search's task ids (history.jsonl)
     report: dict[str, Any] = {

@@ -112,7 +112,8 @@ def tasks_from_relax(mod: "tvm.IRModule", target: dict[str, Any], network: str) 
         # The heaviest function is the one tuned (ties: the first): its own epilogue is what gets measured.
         tuned = max(group, key=lambda t: int(t.weight))
         tasks.append(Task(name=tuned.task_name, mod=tuned.mod, weight=sum(int(t.weight) for t in group),
-                          network=network, variants=tuple(t.task_name for t in group if t is not tuned)))
+                          network=network,
+                          variants=tuple((t.task_name, int(t.weight)) for t in group if t is not tuned)))
     return tasks
 
 

@@ -16,16 +16,16 @@ class Task:
     ``weight`` is how many times the task's kernel runs in one inference of ``network`` (the weight MetaSchedule's
     ``extract_tasks`` reports), which TenSet-style scores and end-to-end latency estimates multiply by; for a
     network it counts the ``variants`` too.
-    ``variants``: the network's other fused functions with the same anchor block (the same convolution or matmul,
-    another elementwise epilogue, e.g. with and without a residual add). They are not tuned apart: the compiled
-    network runs them with this task's schedule (:mod:`tlp.search.shared_schedules`).
+    ``variants``: ``(name, weight)`` of the network's other fused functions with the same anchor block (the same
+    convolution or matmul, another elementwise epilogue, e.g. with and without a residual add). They are not tuned
+    apart: the compiled network runs them with this task's schedule (:mod:`tlp.search.shared_schedules`).
     """
 
     name: str
     mod: "tvm.IRModule"
     weight: int = 1
     network: str = ""
-    variants: tuple[str, ...] = ()
+    variants: tuple[tuple[str, int], ...] = ()
 
     @cached_property
     def workload_json(self) -> list[Any]:
@@ -38,19 +38,25 @@ class Task:
         return flop_count(self.mod)
 
     @property
+    def own_weight(self) -> int:
+        """Runs of this function itself (``weight`` less its variants'): what a dataset catalogues for its workload,
+        which the variants' own workloads are catalogued apart from."""
+        return self.weight - sum(weight for _, weight in self.variants)
+
+    @property
     def key(self) -> str:
         """MetaSchedule's structural hash of the module: the identity of the task across networks and datasets."""
         return str(self.workload_json[0])
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "weight": self.weight, "network": self.network, "workload": self.workload_json,
-                "variants": list(self.variants)}
+                "variants": [list(variant) for variant in self.variants]}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "Task":
         mod = ms.database.Workload.from_json(data["workload"]).mod
         return Task(name=data["name"], mod=mod, weight=int(data.get("weight", 1)), network=data.get("network", ""),
-                    variants=tuple(data.get("variants", ())))
+                    variants=tuple((str(name), int(weight)) for name, weight in data.get("variants", ())))
 
 
 def flop_count(mod: "tvm.IRModule") -> float:
