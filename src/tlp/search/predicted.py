@@ -26,6 +26,7 @@ from tlp import TLPError, one_line
 from tlp._tvm import ms, structural_hash, tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
+from tlp.search.shared_schedules import SharedScheduleDatabase
 from tlp.workloads.task import Task
 
 PREDICTED_DIR = "predicted"  # under a tuning work dir
@@ -223,11 +224,10 @@ class PredictedDatabase(ms.database.PyDatabase):
         return sum(len(records) for records in self._by_hash.values())
 
 
-def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) -> Any:
-    """One database for compiling: a task's measured record when it has a valid one, else its predicted one."""
-    if predicted is None or len(predicted) == 0:
-        return measured
-    return ms.database.OrderedUnionDatabase(measured, predicted)
+def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) -> SharedScheduleDatabase:
+    """One database for compiling: a task's measured record when it has a valid one, else its predicted one (and
+    a task's variants get the task's, :mod:`tlp.search.shared_schedules`)."""
+    return SharedScheduleDatabase(measured, predicted if predicted is not None and len(predicted) else None)
 
 
 # ---- a whole tuning run ------------------------------------------------------------------------------------

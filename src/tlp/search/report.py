@@ -100,7 +100,7 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         return {"compiled": written}
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
-    shared = SharedScheduleDatabase(database)
+    shared = database if isinstance(database, SharedScheduleDatabase) else SharedScheduleDatabase(database)
     try:
         executable = compile_network(tunable, target, shared)
     except Exception as error:  # pylint: disable=broad-except  # TVM raises many error types here

@@ -5,8 +5,9 @@ one task (:func:`tlp.workloads.extract.tasks_from_relax`): only one of them is s
 time each of the others asks the database for a schedule of its own, finds none, and would keep TVM's
 unscheduled default. :class:`SharedScheduleDatabase` answers such a query with the best record of the function
 that shares its anchor block, replayed on the variant by MetaSchedule's ``ScheduleUsingAnchorTrace`` (the anchor
-block's instructions; the epilogue blocks are inlined). A function's own record, when the database has one (a
-work directory tuned before tasks were shared), comes first.
+block's instructions; the epilogue blocks are inlined). A function's own record, when a database has one (a
+work directory tuned before tasks were shared), comes first. It is also the compile database's ordering of the
+measured records before the predicted ones (:func:`tlp.search.predicted.measured_then_predicted`).
 
 Relax's ``MetaScheduleApplyDatabase`` replays such a record with ``ScheduleUsingAnchorTrace`` when the record's
 function is not the one asked for; what it lacks is the lookup, which MetaSchedule's databases do only when the
@@ -27,20 +28,33 @@ from tlp._tvm import ms, tvm
 
 @derived_object
 class SharedScheduleDatabase(ms.database.PyDatabase):
-    """Read-only view of ``inner`` for compiling: a function without a record gets the record of the function
-    with the same anchor block, applied to it. ``shared`` records which functions were served that way."""
+    """Read-only view of ``databases`` (in order of preference: measured, then predicted) for compiling.
 
-    def __init__(self, inner: Any) -> None:
+    A function's own record comes from the first database that has one; a function without any gets the record of
+    the function with the same anchor block, from the first database that has that. ``shared`` records which
+    functions were served the second way. (MetaSchedule's ``OrderedUnionDatabase`` would order the databases but
+    cannot list its records, which the anchor index needs.)
+    """
+
+    def __init__(self, *databases: Any) -> None:
         super().__init__()
-        self.inner = inner
+        self.databases = [database for database in databases if database is not None]
         self._anchors = ms.database.MemoryDatabase(module_equality="anchor-block")
         seen: set[str] = set()
-        for record in inner.get_all_tuning_records():
-            key = str(ms.utils.shash2hex(record.workload.mod))
-            if key not in seen:
-                seen.add(key)
-                self._anchors.commit_workload(record.workload.mod)
+        for database in self.databases:
+            for record in database.get_all_tuning_records():
+                key = str(ms.utils.shash2hex(record.workload.mod))
+                if key not in seen:
+                    seen.add(key)
+                    self._anchors.commit_workload(record.workload.mod)
         self.shared: set[str] = set()  # functions compiled with the schedule of their anchor block's tuned function
+
+    def _first_record(self, mod: Any, target: Any, workload_name: str | None) -> Any:
+        for database in self.databases:
+            record = database.query_tuning_record(mod, target, workload_name)
+            if record is not None:
+                return record
+        return None
 
     def _tuned_with_same_anchor(self, mod: Any) -> Any:
         """The tuned function's module whose anchor block is ``mod``'s (None when there is none)."""
@@ -54,11 +68,11 @@ class SharedScheduleDatabase(ms.database.PyDatabase):
         Relax's ``MetaScheduleApplyDatabase`` asks this, and replays a record of a structurally different function
         with ``ScheduleUsingAnchorTrace`` itself.
         """
-        own = self.inner.query_tuning_record(mod, target, workload_name)
+        own = self._first_record(mod, target, workload_name)
         if own is not None:
             return own
         tuned = self._tuned_with_same_anchor(mod)
-        record = None if tuned is None else self.inner.query_tuning_record(tuned, target, workload_name)
+        record = None if tuned is None else self._first_record(tuned, target, workload_name)
         if record is not None:
             self.shared.add(workload_name or "main")
         return record
@@ -82,19 +96,23 @@ class SharedScheduleDatabase(ms.database.PyDatabase):
         return schedule.mod if schedule is not None else None
 
     def has_workload(self, mod: Any) -> bool:
-        return self.inner.has_workload(mod) or self._tuned_with_same_anchor(mod) is not None
+        return self._tuned_with_same_anchor(mod) is not None  # every stored workload is in the anchor index
 
     def commit_workload(self, mod: Any) -> Any:
-        return self.inner.commit_workload(mod)
+        raise TLPError("the compile database is read-only: workloads belong in the tuning database")
 
     def commit_tuning_record(self, record: Any) -> None:
-        raise TLPError("the shared-schedule view is read-only: records belong in the tuning database")
+        raise TLPError("the compile database is read-only: records belong in the tuning database")
 
     def get_top_k(self, workload: Any, top_k: int) -> list[Any]:
-        return list(self.inner.get_top_k(workload, top_k))
+        for database in self.databases:
+            records = list(database.get_top_k(workload, top_k)) if database.has_workload(workload.mod) else []
+            if records:
+                return records
+        return []
 
     def get_all_tuning_records(self) -> list[Any]:
-        return list(self.inner.get_all_tuning_records())
+        return [record for database in self.databases for record in database.get_all_tuning_records()]
 
     def __len__(self) -> int:
-        return len(self.inner)
+        return sum(len(database) for database in self.databases)
