@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm_ffi
 from tvm.ir.utils import derived_object
 
 from tlp import TLPError
-import tvm_ffi
-
 from tlp._tvm import ms, tvm
 
 
