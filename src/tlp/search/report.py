@@ -12,7 +12,7 @@ import numpy as np
 from tlp._tvm import ms, tvm, use_runtime_threads
 from tlp.search.compile_check import compile_error, compile_network
 from tlp.search.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
-from tlp.search.shared_schedules import SharedScheduleDatabase
+from tlp.search.shared_schedules import compile_database
 from tlp.search.sources import Tunable
 from tlp.search.task_profile import format_dominant_tasks
 
@@ -100,7 +100,7 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
         return {"compiled": written}
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
-    shared = database if isinstance(database, SharedScheduleDatabase) else SharedScheduleDatabase(database)
+    shared = compile_database(database)
     try:
         executable = compile_network(tunable, target, shared)
     except Exception as error:  # pylint: disable=broad-except  # TVM raises many error types here

@@ -22,7 +22,7 @@ import tvm_ffi
 from tvm.ir.utils import derived_object
 
 from tlp import TLPError
-from tlp._tvm import ms, tvm
+from tlp._tvm import ms, structural_hash, tvm
 
 
 @derived_object
@@ -39,10 +39,10 @@ class SharedScheduleDatabase(ms.database.PyDatabase):
         super().__init__()
         self.databases = [database for database in databases if database is not None]
         self._anchors = ms.database.MemoryDatabase(module_equality="anchor-block")
-        seen: set[str] = set()
+        seen: set[int] = set()
         for database in self.databases:
             for record in database.get_all_tuning_records():
-                key = str(ms.utils.shash2hex(record.workload.mod))
+                key = structural_hash(record.workload.mod)
                 if key not in seen:
                     seen.add(key)
                     self._anchors.commit_workload(record.workload.mod)
@@ -115,3 +115,8 @@ class SharedScheduleDatabase(ms.database.PyDatabase):
 
     def __len__(self) -> int:
         return sum(len(database) for database in self.databases)
+
+
+def compile_database(database: Any) -> SharedScheduleDatabase:
+    """``database`` as the compile database (itself when it already is one, so its ``shared`` stays readable)."""
+    return database if isinstance(database, SharedScheduleDatabase) else SharedScheduleDatabase(database)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tlp import StageError, TLPError, one_line
-from tlp._tvm import ms, tvm
+from tlp._tvm import ms, structural_hash, tvm
 from tlp.workloads.exportable import Exportable, make_exportable
 from tlp.workloads.graph_passes import inference_graph
 from tlp.workloads.rewrites import rewrite_bool_ops
@@ -103,10 +103,10 @@ def tasks_from_relax(mod: "tvm.IRModule", target: dict[str, Any], network: str) 
     # Grouped here rather than by extract_tasks(module_equality="anchor-block"), which in TVM 0.27 overcounts a
     # group's weight (ResNet-18: 27 kernel calls for 24) and names only one of the functions it groups.
     index = ms.database.MemoryDatabase(module_equality="anchor-block")
-    groups: dict[str, list[Any]] = {}
+    groups: dict[int, list[Any]] = {}
     for task in extracted:
         first = index.commit_workload(task.mod).mod  # the first function with this anchor block
-        groups.setdefault(_structural_key(first), []).append(task)
+        groups.setdefault(structural_hash(first), []).append(task)
     tasks = []
     for group in groups.values():
         # The heaviest function is the one tuned (ties: the first): its own epilogue is what gets measured.
@@ -116,9 +116,6 @@ def tasks_from_relax(mod: "tvm.IRModule", target: dict[str, Any], network: str) 
                           variants=tuple((t.task_name, int(t.weight)) for t in group if t is not tuned)))
     return tasks
 
-
-def _structural_key(mod: "tvm.IRModule") -> str:
-    return str(ms.utils.shash2hex(mod))
 
 
 def tasks_from_torch(
