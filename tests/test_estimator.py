@@ -68,6 +68,11 @@ def test_bad_checkpoints_are_clear_errors(trained, tmp_path):
     torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / "vocab.pt"))
     with pytest.raises(CheckpointError, match="vocabulary does not match"):
         TLPModel.load(tmp_path / "vocab.pt")
+    meta = json.loads(payload["meta"])
+    meta["train_config"]["loss"] = "hinge"
+    torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / "loss.pt"))
+    with pytest.raises(CheckpointError, match="loss 'hinge'"):
+        TLPModel.load(tmp_path / "loss.pt")
 
 
 def test_top_k_score_matches_its_definition():

@@ -475,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--min-head-programs", type=int, default=64,
                        help="with --platforms: refuse a platform with fewer valid programs than this")
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
-    train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "mse"])
+    train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "listwise", "mse"])
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=256)
     train.add_argument("--seq-len", type=int, help="primitives per program: default 80 for MetaSchedule traces, the "

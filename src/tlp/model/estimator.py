@@ -445,8 +445,11 @@ class TLPModel:
         if meta.get("feature_version") != expected:
             raise CheckpointError(f"{path}: made with feature version {meta.get('feature_version')}, this TLP "
                                   f"featurizes with version {expected}; retrain or use a matching TLP")
-        model = TLPModel(model_config=ModelConfig(**meta["model_config"]),
-                         train_config=TrainConfig(**meta.get("train_config", {})))
+        train_config = TrainConfig(**meta.get("train_config", {}))
+        if train_config.loss not in LOSSES:  # online fine-tuning trains with the checkpoint's own loss
+            raise CheckpointError(f"{path}: trained with loss {train_config.loss!r}, which this TLP does not have "
+                                  f"({', '.join(LOSSES)})")
+        model = TLPModel(model_config=ModelConfig(**meta["model_config"]), train_config=train_config)
         model.featurizer = featurizer_from_json(meta["featurizer"])
         if len(model.featurizer.kinds) != model.model_config.kind_vocab or len(
                 model.featurizer.strings) != model.model_config.string_vocab:
