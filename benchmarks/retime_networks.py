@@ -28,9 +28,9 @@ from pathlib import Path
 from tlp.platform import host_fingerprint
 
 
-def _retune_command(run_dir: Path) -> list[str]:
-    """``tlp tune`` with the configuration and budget the run already has, so it only compiles and times."""
-    report = json.loads((run_dir / "report.json").read_text())
+def _retune_command(run_dir: Path, report: dict) -> list[str]:
+    """``tlp tune`` with the configuration and budget the run already has (its ``report``), so it only compiles
+    and times."""
     config = report["config"]
     command = [sys.executable, "-c", "import sys; from tlp.cli import main; sys.exit(main())", "tune",
                report["source"], "--cost-model", config["cost_model"], "--trials", str(report["trials"]),
@@ -50,9 +50,11 @@ def main() -> None:
     args = parser.parse_args()
 
     timings: dict[Path, list[dict]] = {run_dir: [] for run_dir in args.run_dirs}
+    # Read before re-timing: each re-timing rewrites report.json, and the rows describe the run as it was tuned.
+    reports = {run_dir: json.loads((run_dir / "report.json").read_text()) for run_dir in args.run_dirs}
     for round_index in range(args.processes):
         for run_dir in args.run_dirs:  # alternated: drift of the machine spreads over every network
-            done = subprocess.run(_retune_command(run_dir), capture_output=True, text=True, check=False)
+            done = subprocess.run(_retune_command(run_dir, reports[run_dir]), capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise SystemExit(f"{run_dir}: tlp tune failed while re-timing:\n{done.stderr[-2000:]}")
             report = json.loads(done.stdout)
@@ -65,7 +67,7 @@ def main() -> None:
 
     rows = []
     for run_dir, runs in timings.items():
-        report = json.loads((run_dir / "report.json").read_text())
+        report = reports[run_dir]
         ratios = [r["torch_eager_ms"] / r["end_to_end_ms"] for r in runs]
         rows.append({"run_dir": str(run_dir), "network": report["source"], "model": report["config"]["cost_model"],
                      "online_steps": report["config"]["online_steps"], "seed": report["config"]["seed"],

@@ -64,13 +64,14 @@ class BlendedCostModel(PyCostModel):
     def candidates_scored(self) -> int:
         return self.tlp.candidates_scored
 
-    def xgb_weight(self, context: Any) -> float:
+    def xgb_weight(self, context: Any, key: str | None = None) -> float:
         """How much XGBoost counts for this task now: 0 until the task's first measurements, and until XGBoost has
-        trained at all (MetaSchedule's XGBModel answers random numbers before its ``num_warmup_samples``)."""
+        trained at all (MetaSchedule's XGBModel answers random numbers before its ``num_warmup_samples``).
+        ``key``: the task's structural hash when the caller has it already."""
         if getattr(self.xgb, "data_size", 1) < getattr(self.xgb, "num_warmup_samples", 0) or (
                 hasattr(self.xgb, "booster") and self.xgb.booster is None):
             return 0.0
-        measured = self._measured.get(structural_hash(context.mod), 0)
+        measured = self._measured.get(key or structural_hash(context.mod), 0)
         return measured / (measured + self.half_weight_at)
 
     # ---- MetaSchedule interface ----------------------------------------------------------------------------
@@ -82,12 +83,12 @@ class BlendedCostModel(PyCostModel):
 
     def predict(self, context: Any, candidates: list[Any]) -> np.ndarray:
         tlp_scores = self.tlp.predict(context, candidates)
-        weight = self.xgb_weight(context)
+        key = structural_hash(context.mod)
+        weight = self.xgb_weight(context, key)
         if not len(candidates) or weight == 0.0:
             return tlp_scores
         z_tlp = np.log(tlp_scores)  # TLPCostModel returns exp(its calibrated z)
         xgb_scores = np.asarray(self.xgb.predict(context, candidates), dtype="float64")
-        key = structural_hash(context.mod)
         if key not in self._xgb_calibration:
             self._xgb_calibration[key] = (float(np.mean(xgb_scores)), float(np.std(xgb_scores)) or 1.0)
         offset, scale = self._xgb_calibration[key]
