@@ -55,14 +55,18 @@ def test_workloads_list_without_extraction():
 def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     dataset, _ = collected
     out = tmp_path / "model.pt"
-    result = run("train", str(dataset.path), "--out", str(out), "--epochs", "2", "--hidden", "16", "-q")
+    result = run("train", str(dataset.path), "--out", str(out), "--epochs", "2", "--hidden", "16", "-q",
+                 "--loss", "listwise", "--patience", "5")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["train_tasks"] >= 1 and out.exists()
     from tlp.model.estimator import TLPModel
 
-    meta = TLPModel.load(out).meta
+    model = TLPModel.load(out)
+    meta = model.meta
     assert meta["platforms"] and meta["dataset_hash"] and "resnet50" in meta["held_out_networks"]
+    # online fine-tuning reuses the checkpoint's loss
+    assert model.train_config.loss == "listwise" and model.train_config.patience == 5
 
 
 def test_train_refuses_an_empty_dataset(tmp_path):

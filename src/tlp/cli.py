@@ -292,7 +292,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         for _, line in dataset.store(platform_id).records.lines():
             digest.update(line.encode())
     model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
-                     TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device))
+                     TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device,
+                                 **({"patience": args.patience} if args.patience else {})))
     platform_info = {p: dataset.store(p).platform.to_json() for p in platform_ids}
     history = model.fit(train, progress=not args.quiet, platform_info=platform_info)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
@@ -477,6 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "listwise", "mse"])
     train.add_argument("--epochs", type=int, default=60)
+    train.add_argument("--patience", type=int,
+                       help="stop after this many epochs without a better validation top-1 (default 10; the best "
+                            "epoch is kept)")
     train.add_argument("--hidden", type=int, default=256)
     train.add_argument("--seq-len", type=int, help="primitives per program: default 80 for MetaSchedule traces, the "
                                                     "paper's 25 (CPU) / 40 (GPU) for Ansor steps")
