@@ -291,9 +291,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     for platform_id in platform_ids:
         for _, line in dataset.store(platform_id).records.lines():
             digest.update(line.encode())
+    if args.patience is not None and args.patience < 1:
+        raise TLPError(f"tlp train: --patience must be at least 1 epoch, got {args.patience}")
     model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device,
-                                 **({"patience": args.patience} if args.patience else {})))
+                                 **({"patience": args.patience} if args.patience is not None else {})))
     platform_info = {p: dataset.store(p).platform.to_json() for p in platform_ids}
     history = model.fit(train, progress=not args.quiet, platform_info=platform_info)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
