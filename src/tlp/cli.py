@@ -269,6 +269,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tlp.model.network import ModelConfig
     from tlp.workloads import held_out_networks
 
+    if args.patience is not None and args.patience < 1:
+        raise TLPError(f"tlp train: --patience must be at least 1 epoch, got {args.patience}")
     dataset = Dataset(args.dataset)
     if args.add_heads_to:
         return _add_heads(dataset, args)
@@ -291,8 +293,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     for platform_id in platform_ids:
         for _, line in dataset.store(platform_id).records.lines():
             digest.update(line.encode())
-    if args.patience is not None and args.patience < 1:
-        raise TLPError(f"tlp train: --patience must be at least 1 epoch, got {args.patience}")
     model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device,
                                  **({"patience": args.patience} if args.patience is not None else {})))
