@@ -13,6 +13,9 @@ Variants (``base``: the same features without the row) train on one platform's t
 held-out networks (``tlp eval``'s scores). ``base`` with listwise loss reproduces ``tlp train --seq-len 25
 --hidden 128 --loss listwise`` of the same seed exactly.
 
+Ensembles (fixed before scoring): each run's test scores are kept beside ``--out``; after the runs, the mean of
+per-task rank percentiles of every variant's seeds, and of all runs, is scored the same way (``ensembles``).
+
     .venv/bin/python benchmarks/tiling_summary.py --platform llvm-znver4-2c-2d80d0a8 --variants base,summary \\
         --seeds 0,1,2 --loss listwise --out benchmarks/results/tiling_summary_zen4.json
 """
@@ -89,6 +92,31 @@ def featurize(train: LabeledPrograms, test: LabeledPrograms, seq_len: int, summa
     return TraceFeaturizer(config, kinds, fitted.strings), out[0], out[1]
 
 
+def rank_percentiles(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each program's rank within its task, 0 (lowest score) to 1 (highest): comparable across models."""
+    out = np.zeros(len(scores))
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        ranks = np.argsort(np.argsort(scores[index], kind="stable"), kind="stable")
+        out[index] = ranks / max(1, len(index) - 1)
+    return out
+
+
+def score_ensembles(test: LabeledPrograms, runs: dict[str, np.ndarray], networks: list[str]) -> dict[str, Any]:
+    """Per variant (its seeds) and over all runs: TenSet top-1/top-5 of the mean rank percentile."""
+    groups = test.group_ids()
+    members = {f"{v} x{sum(k.startswith(v + ' ') for k in runs)}": [k for k in runs if k.startswith(v + " ")]
+               for v in sorted({k.split(" ")[0] for k in runs})}
+    members[f"all {len(runs)}"] = list(runs)
+    out = {}
+    for name, keys in members.items():
+        scores = score_models(test, sum(rank_percentiles(runs[k], groups) for k in keys) / len(keys), networks)
+        out[name] = {"members": keys, "top1": scores["top1"], "top5": scores["top5"],
+                     "per_network_top1": {n: r["top1"] for n, r in scores["per_network"].items()}}
+        print(name, json.dumps(out[name]), flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="datasets/tlp-cpu")
@@ -107,6 +135,8 @@ def main() -> None:
     train, test = load_programs(Dataset(args.dataset), args.platform).split_by_network(set(networks))
     out = Path(args.out)
     stored = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    scores_path = out.with_name(out.stem + "_scores.npz")  # test scores per run, for the ensembles
+    kept = dict(np.load(scores_path)) if scores_path.exists() else {}
     for variant in args.variants.split(","):
         featurizer, x_train, x_test = featurize(train, test, args.seq_len, variant == "summary")
         data = FeaturizedPrograms(x_train, list(train.task_keys), np.asarray(train.latencies).reshape(-1, 1),
@@ -117,7 +147,9 @@ def main() -> None:
             start = time.perf_counter()
             history = model.fit(data, progress=False)
             train_s = time.perf_counter() - start
-            scores = score_models(test, model.predict_features(x_test, 0, precision="fp32"), networks)
+            test_scores = model.predict_features(x_test, 0, precision="fp32")
+            kept[f"{variant} {args.loss} seed{seed}"] = test_scores
+            scores = score_models(test, test_scores, networks)
             row = {"variant": variant, "loss": args.loss, "seed": seed, "best_epoch": history.best_epoch,
                    "best_val_top1": history.best_val_top1, "train_s": round(train_s, 1), "top1": scores["top1"],
                    "top5": scores["top5"], "per_network_top1": {n: r["top1"] for n, r in scores["per_network"].items()},
@@ -129,6 +161,11 @@ def main() -> None:
                           train_programs=len(train.traces), test_programs=len(test.traces))
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(stored, indent=1))
+            np.savez_compressed(scores_path, **kept)
+    runs = {k: v for k, v in kept.items() if k.split(" ")[1] == args.loss and len(v) == len(test.traces)}
+    stored["ensembles"] = {"what": "mean of per-task rank percentiles of the members' test scores",
+                           "rows": score_ensembles(test, runs, networks)}
+    out.write_text(json.dumps(stored, indent=1))
 
 
 if __name__ == "__main__":
