@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from tlp.dataset.store import Dataset
-from tlp.evaluation import score_models
+from tlp.evaluation import rank_percentiles, score_models
 from tlp.features.featurizer import FeatureConfig, TraceFeaturizer
 from tlp.features.tensors import FeaturizedPrograms, LabeledPrograms, load_programs
 from tlp.features.vocab import Vocabulary
@@ -90,16 +90,6 @@ def featurize(train: LabeledPrograms, test: LabeledPrograms, seq_len: int, summa
             features[i, 0, numbers : numbers + len(values)] = values
         out.append(features)
     return TraceFeaturizer(config, kinds, fitted.strings), out[0], out[1]
-
-
-def rank_percentiles(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Each program's rank within its task, 0 (lowest score) to 1 (highest): comparable across models."""
-    out = np.zeros(len(scores))
-    for group in np.unique(groups):
-        index = np.nonzero(groups == group)[0]
-        ranks = np.argsort(np.argsort(scores[index], kind="stable"), kind="stable")
-        out[index] = ranks / max(1, len(index) - 1)
-    return out
 
 
 def score_ensembles(test: LabeledPrograms, runs: dict[str, np.ndarray], networks: list[str]) -> dict[str, Any]:

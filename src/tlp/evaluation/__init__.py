@@ -37,6 +37,16 @@ def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndar
     return correct / total if total else float("nan")
 
 
+def rank_percentiles(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each program's rank within its task, 0 (lowest score) to 1 (highest): comparable across models."""
+    out = np.zeros(len(scores))
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        ranks = np.argsort(np.argsort(scores[index], kind="stable"), kind="stable")
+        out[index] = ranks / max(1, len(index) - 1)
+    return out
+
+
 def score_models(programs: LabeledPrograms, scores: np.ndarray, networks: list[str]) -> dict[str, Any]:
     """top-1, top-5 and pairwise accuracy per network, and their means over networks."""
     groups = programs.group_ids()

@@ -1,0 +1,285 @@
+"""Training recipes and seed ensembles on a GPU: what moves held-out ranking (issue 10, part 4)?
+
+The 2-core machines train one hidden-128 model in 7-17 minutes, so earlier studies ran three seeds of two
+recipes and found that the seed alone moves the held-out TenSet top-1 by 0.09-0.17. This benchmark trains many
+recipes x seeds at once on a GPU machine (one process per training, the GPU shared), from featurized programs,
+and scores every model and every fixed ensemble (all seeds of a recipe: mean of per-task rank percentiles) on
+
+- TenSet's top-1 / top-5 over the held-out networks' stored programs of one platform (``tlp eval``'s scores), and
+- the search-like metrics of ``tlp eval --search-runs`` (all-round top-1, the headline; late top-1; pick regret)
+  over the measured programs of tuning runs on that platform, none of them a training record.
+
+Three steps, because the GPU machine has no TVM:
+
+    # here (TVM): featurize the platform's programs and the runs' programs with one fitted featurizer
+    .venv/bin/python benchmarks/recipe_sweep.py prepare --platform llvm-znver4-2c-2d80d0a8 --seq-len 25 \\
+        --search-runs R/runs/bench/unseen R/runs/bench/realistic R/runs/bench/networks/bert_tiny \\
+        R/runs/bench/networks/mobilenet_v2 --bundle .sweep
+    # there (no TVM; reads only the bundle): train, keep every model's scores and checkpoint
+    python3 benchmarks/recipe_sweep.py train --bundle .sweep --recipes listwise,... --seeds 0,1,2,3 \\
+        --workers 12 --out $OUT
+    # here: score them with the library's metrics (the runs are re-read and checked against the bundle)
+    .venv/bin/python benchmarks/recipe_sweep.py score --bundle .sweep --scores scores.npz --search-runs ... \\
+        --out benchmarks/results/recipe_sweep_zen4.json
+
+Recipes (``RECIPES``) differ from ``tlp train --seq-len 25 --hidden 128 --loss listwise`` in one thing each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+# pylint: disable=wrong-import-position
+from tlp.evaluation import rank_percentiles, score_models
+from tlp.features.cache import read_cache
+from tlp.model.estimator import TLPModel, TrainConfig
+from tlp.model.network import ModelConfig
+
+BASE_MODEL = {"hidden": 128}
+BASE_TRAIN = {"loss": "listwise"}
+# name -> (ModelConfig overrides, TrainConfig overrides) on top of the base recipe.
+RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "listwise": ({}, {}),
+    "lambdarank": ({}, {"loss": "lambdarank"}),
+    "hidden256": ({"hidden": 256}, {}),
+    "hidden512": ({"hidden": 512}, {}),
+    "batch32": ({}, {"tasks_per_batch": 32}),
+    "transformer": ({"arch": "transformer"}, {}),
+    "lstm": ({"arch": "lstm"}, {}),
+    "blocks4": ({"residual_blocks": 4}, {}),
+    "patience30": ({}, {"patience": 30, "epochs": 120}),
+    "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
+}
+
+
+# ---- prepare (here, with TVM) ----------------------------------------------------------------------------------
+def _search_set(dataset_path: str, platform: str, networks: list[str], run_paths: list[str]) -> Any:
+    """The runs' programs pooled as ``tlp eval --search-runs`` pools them (no training record scored)."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset, trace_id
+    from tlp.evaluation import search_metrics
+    from tlp.features.tensors import load_programs
+
+    train, _ = load_programs(Dataset(dataset_path), platform).split_by_network(set(networks))
+    trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
+    return search_metrics.read_search_runs(run_paths, exclude=trained, training_tasks=set(train.task_keys))
+
+
+def prepare(args: argparse.Namespace) -> None:
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import Dataset
+    from tlp.features.cache import load_or_featurize
+    from tlp.features.featurizer import FeatureConfig
+    from tlp.workloads import held_out_networks
+
+    networks = held_out_networks()
+    bundle = Path(args.bundle)
+    bundle.mkdir(parents=True, exist_ok=True)
+    dataset = Dataset(args.dataset)
+    train_platforms = (dataset.platform_ids() if args.train_platforms == "all"
+                       else (args.train_platforms or args.platform).split(","))
+    if args.platform not in train_platforms:
+        raise SystemExit(f"--train-platforms must include the scored platform {args.platform}")
+    cached = load_or_featurize(dataset, train_platforms, networks, FeatureConfig(seq_len=args.seq_len))
+    shutil.copyfile(cached.path, bundle / "programs.npz")
+    search = _search_set(args.dataset, args.platform, networks, args.search_runs)
+    labeled = search.labeled()
+    features = cached.programs.featurizer.transform(labeled.traces, [labeled.extents.get(k) for k in labeled.task_keys])
+    np.savez_compressed(bundle / "search.npz", features=features, latencies=search.latencies)
+    (bundle / "bundle.json").write_text(json.dumps({
+        "platform": args.platform, "train_platforms": cached.programs.platform_ids, "seq_len": args.seq_len,
+        "held_out_networks": networks,
+        "search_runs": args.search_runs, "search": search.summary(), "programs_cache": str(cached.path)}, indent=1))
+    print(f"{bundle}: {len(cached.programs.task_keys)} programs, {len(search.traces)} search programs")
+
+
+# ---- train (there, no TVM) -------------------------------------------------------------------------------------
+def _train_one(job: tuple[str, int, str, str]) -> dict[str, Any]:
+    recipe, seed, bundle, out = job
+    import torch  # pylint: disable=import-outside-toplevel
+
+    torch.set_num_threads(1)
+    meta = json.loads((Path(bundle) / "bundle.json").read_text())
+    programs, _ = read_cache(Path(bundle) / "programs.npz")
+    train, _ = programs.split_by_network(set(meta["held_out_networks"]))
+    test = _test_split(programs, meta)
+    search_features = np.load(Path(bundle) / "search.npz")["features"]
+    model_overrides, train_overrides = RECIPES[recipe]
+    model = TLPModel(programs.featurizer.config, ModelConfig(**{**BASE_MODEL, **model_overrides}),
+                     TrainConfig(**{**BASE_TRAIN, **train_overrides, "seed": seed}))
+    start = time.perf_counter()
+    history = model.fit(train, progress=False)
+    train_s = time.perf_counter() - start
+    name = f"{recipe}-seed{seed}"
+    model.save(Path(out) / "checkpoints" / f"{name}.pt")
+    np.savez(Path(out) / "checkpoints" / f"{name}.scores.npz",
+             test=model.predict_features(test.features, model.head_index(meta["platform"]), precision="fp32"),
+             search=model.predict_features(search_features, model.head_index(meta["platform"]), precision="fp32"))
+    row = {"recipe": recipe, "seed": seed, "best_epoch": history.best_epoch, "epochs_run": len(history.epochs),
+           "best_val_top1": history.best_val_top1, "train_s": round(train_s, 1), "device": model._device().type,
+           "device_name": torch.cuda.get_device_name() if model._device().type == "cuda" else "cpu"}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _test_split(programs: Any, meta: dict[str, Any]) -> Any:
+    """The scored platform's programs of the held-out networks (one latency column)."""
+    _, test = programs.platform(meta["platform"]).split_by_network(set(meta["held_out_networks"]))
+    return test
+
+
+def train(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    jobs = [(r, int(s), args.bundle, str(out)) for s in args.seeds.split(",") for r in args.recipes.split(",")]
+    unknown = sorted({r for r, *_ in jobs} - set(RECIPES))
+    if unknown:
+        raise SystemExit(f"unknown recipe(s) {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    # spawn: CUDA does not survive fork; one process per training shares the GPU. A deadline keeps what finished
+    # when a machine's command limit nears (the unfinished trainings are listed, not half-kept).
+    with multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
+        finished = pool.imap_unordered(_train_one, jobs, chunksize=1)
+        try:
+            while len(rows) < len(jobs):
+                left = args.deadline_s - (time.perf_counter() - started)
+                rows.append(finished.next(timeout=max(1.0, left) if np.isfinite(left) else None))
+        except multiprocessing.TimeoutError:
+            pool.terminate()
+    done = {(r["recipe"], r["seed"]) for r in rows}
+    unfinished = [f"{r}-seed{s}" for r, s, *_ in jobs if (r, s) not in done]
+    if unfinished:
+        print(f"deadline ({args.deadline_s:.0f} s): unfinished {', '.join(unfinished)}", flush=True)
+    scores = {}
+    for row in rows:
+        name = f"{row['recipe']}-seed{row['seed']}"
+        with np.load(out / "checkpoints" / f"{name}.scores.npz") as npz:
+            scores[f"{name} test"], scores[f"{name} search"] = npz["test"], npz["search"]
+        os.unlink(out / "checkpoints" / f"{name}.scores.npz")
+    np.savez_compressed(out / "scores.npz", **scores)
+    for recipe in sorted({row["recipe"] for row in rows}):  # one file per recipe: a machine returns <= 16 MiB each
+        with tarfile.open(out / f"checkpoints-{recipe}.tar", "w") as tar:
+            for row in (r for r in rows if r["recipe"] == recipe):
+                name = f"{recipe}-seed{row['seed']}.pt"
+                tar.add(out / "checkpoints" / name, arcname=f"checkpoints/{name}")
+    shutil.rmtree(out / "checkpoints")
+    (out / "rows.json").write_text(json.dumps({"rows": rows, "wall_s": round(time.perf_counter() - started, 1),
+                                               "workers": args.workers, "unfinished": unfinished}, indent=1))
+
+
+# ---- score (here) ----------------------------------------------------------------------------------------------
+def _metrics(test: Any, test_scores: np.ndarray, search: Any, search_scores: np.ndarray, populations: Any,
+             networks: list[str]) -> dict[str, Any]:
+    from tlp.evaluation import search_metrics  # pylint: disable=import-outside-toplevel
+
+    tenset = score_models(test, test_scores, networks)
+    searched = search_metrics.search_scores(search, search_scores, populations)
+    return {"top1": tenset["top1"], "top5": tenset["top5"],
+            "per_network_top1": {n: r["top1"] for n, r in tenset["per_network"].items()},
+            **{m: searched[m] for m in search_metrics.METRICS}}
+
+
+def _members(spec: str, trained: dict[str, Any]) -> list[str]:
+    """``lstm@12-15+transformer@12-15`` -> the trainings it names (each must have been trained)."""
+    members = []
+    for part in spec.split("+"):
+        recipe, _, seeds = part.partition("@")
+        low, _, high = seeds.partition("-")
+        members += [f"{recipe}-seed{s}" for s in range(int(low), int(high or low) + 1)]
+    missing = [m for m in members if m not in trained]
+    if missing:
+        raise SystemExit(f"--ensemble {spec}: not trained: {', '.join(missing)}")
+    return members
+
+
+def score(args: argparse.Namespace) -> None:
+    from tlp.evaluation import search_metrics  # pylint: disable=import-outside-toplevel
+
+    bundle = Path(args.bundle)
+    meta = json.loads((bundle / "bundle.json").read_text())
+    networks = meta["held_out_networks"]
+    programs, _ = read_cache(bundle / "programs.npz")
+    test = _test_split(programs, meta)
+    test = dataclasses.replace(test, latencies=test.latencies[:, 0])
+    search = _search_set(args.dataset, meta["platform"], networks, meta["search_runs"])
+    if not np.array_equal(search.latencies, np.load(bundle / "search.npz")["latencies"]):
+        raise SystemExit(f"{bundle}: the runs' programs differ from the ones the bundle featurized; prepare again")
+    populations = search_metrics.pick_populations(search)
+    scores: dict[str, np.ndarray] = {}
+    trained: dict[str, dict[str, Any]] = {}
+    for path in args.scores:  # several train steps (more seeds later) score as one sweep
+        scores.update(np.load(path))
+        rows = json.loads(Path(path).with_name("rows.json").read_text())["rows"]
+        trained.update({f"{r['recipe']}-seed{r['seed']}": r for r in rows})
+    result: dict[str, Any] = {"platform": meta["platform"], "seq_len": meta["seq_len"], "recipes": {
+        name: {"model": {**BASE_MODEL, **RECIPES[name][0]}, "train": {**BASE_TRAIN, **RECIPES[name][1]}}
+        for name in sorted({r["recipe"] for r in trained.values()})},
+        "test_programs": len(test.task_keys), "search": search.summary(), "date": datetime.date.today().isoformat(),
+        "rows": [], "ensembles": []}
+    for name, row in trained.items():
+        metrics = _metrics(test, scores[f"{name} test"], search, scores[f"{name} search"], populations, networks)
+        result["rows"].append({**row, **metrics})
+        print(name, json.dumps({k: v for k, v in metrics.items() if k != "per_network_top1"}), flush=True)
+    test_groups, search_groups = test.group_ids(), search.groups
+    by_recipe = {r: [n for n, row in trained.items() if row["recipe"] == r] for r in result["recipes"]}
+    declared = {f"{recipe} x{len(members)}": members for recipe, members in by_recipe.items()}
+    for spec in args.ensemble or []:
+        declared[spec] = _members(spec, trained)
+    for recipe, members in declared.items():
+        test_mean = sum(rank_percentiles(scores[f"{m} test"], test_groups) for m in members) / len(members)
+        search_mean = sum(rank_percentiles(scores[f"{m} search"], search_groups) for m in members) / len(members)
+        metrics = _metrics(test, test_mean, search, search_mean, populations, networks)
+        result["ensembles"].append({"name": recipe, "members": members, **metrics})
+        print(f"ensemble {recipe}", json.dumps(
+            {k: v for k, v in metrics.items() if k != "per_network_top1"}), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = parser.add_subparsers(dest="step", required=True)
+    p = steps.add_parser("prepare")
+    p.add_argument("--dataset", default="datasets/tlp-cpu")
+    p.add_argument("--platform", required=True)
+    p.add_argument("--train-platforms", help="comma-separated, or all (MTL: a head each); default: --platform")
+    p.add_argument("--seq-len", type=int, default=25)
+    p.add_argument("--search-runs", nargs="+", required=True)
+    p.add_argument("--bundle", required=True)
+    t = steps.add_parser("train")
+    t.add_argument("--bundle", required=True)
+    t.add_argument("--recipes", default="listwise")
+    t.add_argument("--seeds", default="0,1,2")
+    t.add_argument("--workers", type=int, default=2)
+    t.add_argument("--deadline-s", type=float, default=float("inf"), help="stop waiting after this many seconds")
+    t.add_argument("--out", required=True)
+    s = steps.add_parser("score")
+    s.add_argument("--dataset", default="datasets/tlp-cpu")
+    s.add_argument("--bundle", required=True)
+    s.add_argument("--scores", nargs="+", required=True,
+                   help="scores.npz of train steps (rows.json beside each); the same training twice: the last wins")
+    s.add_argument("--ensemble", action="append", help="an ensemble besides each recipe's seeds, fixed before "
+                   "scoring: RECIPE@SEEDS[+RECIPE@SEEDS...], SEEDS one or FIRST-LAST (repeatable)")
+    s.add_argument("--out", required=True)
+    args = parser.parse_args()
+    {"prepare": prepare, "train": train, "score": score}[args.step](args)
+
+
+if __name__ == "__main__":
+    main()
