@@ -248,8 +248,28 @@ def score(args: argparse.Namespace) -> None:
         result["ensembles"].append({"name": recipe, "members": members, **metrics})
         print(f"ensemble {recipe}", json.dumps(
             {k: v for k, v in metrics.items() if k != "per_network_top1"}), flush=True)
+    if args.subsets:
+        result["subsets"] = _subset_curve(test, scores, by_recipe, networks, [int(k) for k in args.subsets.split(",")])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+def _subset_curve(test: Any, scores: dict[str, np.ndarray], by_recipe: dict[str, list[str]], networks: list[str],
+                  sizes: list[int], draws: int = 30) -> list[dict[str, Any]]:
+    """TenSet top-1 of ensembles of ``k`` random members of each recipe (``draws`` subsets): how the ensemble's
+    score grows with its size, and how much it depends on which seeds it holds."""
+    groups = test.group_ids()
+    rng = np.random.default_rng(0)
+    out = []
+    for recipe, members in by_recipe.items():
+        percentiles = {m: rank_percentiles(scores[f"{m} test"], groups) for m in members}
+        for k in (k for k in sizes if k < len(members)):
+            values = [score_models(test, sum(percentiles[m] for m in subset) / k, networks)["top1"]
+                      for subset in (rng.choice(members, k, replace=False) for _ in range(draws))]
+            out.append({"recipe": recipe, "members": k, "draws": draws, "median_top1": float(np.median(values)),
+                        "p10_top1": float(np.percentile(values, 10)), "p90_top1": float(np.percentile(values, 90))})
+            print(f"subsets {recipe} of {k}", json.dumps(out[-1]), flush=True)
+    return out
 
 
 def main() -> None:
@@ -276,6 +296,7 @@ def main() -> None:
                    help="scores.npz of train steps (rows.json beside each); the same training twice: the last wins")
     s.add_argument("--ensemble", action="append", help="an ensemble besides each recipe's seeds, fixed before "
                    "scoring: RECIPE@SEEDS[+RECIPE@SEEDS...], SEEDS one or FIRST-LAST (repeatable)")
+    s.add_argument("--subsets", help="comma-separated ensemble sizes: TenSet top-1 of 30 random member subsets each")
     s.add_argument("--out", required=True)
     args = parser.parse_args()
     {"prepare": prepare, "train": train, "score": score}[args.step](args)
