@@ -34,6 +34,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tarfile
 import time
@@ -150,6 +151,9 @@ def train(args: argparse.Namespace) -> None:
     unknown = sorted({r for r, *_ in jobs} - set(RECIPES))
     if unknown:
         raise SystemExit(f"unknown recipe(s) {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    # A plain kill of this process must stop the trainings too: leaving the pool's context terminates them, and
+    # SIGTERM otherwise ends Python without leaving it (the workers then train on, holding the cores).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     # spawn: CUDA does not survive fork; one process per training shares the GPU. A deadline keeps what finished
