@@ -110,8 +110,22 @@ def prepare(args: argparse.Namespace) -> None:
 
 
 # ---- train (there, no TVM) -------------------------------------------------------------------------------------
-def _train_one(job: tuple[str, int, str, str]) -> dict[str, Any]:
-    recipe, seed, bundle, out = job
+# Weight averages kept beside each training with ``train --averaged``: name -> the epochs whose end-of-epoch weights
+# are averaged, from the epochs run and the best (validation) epoch. Fixed before any was scored. Why: validation
+# top-1 does not predict held-out top-1, so the epoch it picks is a draw; an average of nearby epochs is not.
+AVERAGES: dict[str, Any] = {
+    "avg-tail": lambda run, best: range(best, run),  # the best epoch and the patience window after it
+    "avg-half": lambda run, best: range(run // 2, run),  # the second half of the epochs run
+}
+
+
+def _averaged_state(snapshots: list[dict[str, Any]], epochs: range) -> dict[str, Any]:
+    chosen = [snapshots[e] for e in epochs]
+    return {k: sum(s[k].double() for s in chosen).div(len(chosen)).to(chosen[0][k].dtype) for k in chosen[0]}
+
+
+def _train_one(job: tuple[str, int, str, str, bool]) -> list[dict[str, Any]]:
+    recipe, seed, bundle, out, averaged = job
     import torch  # pylint: disable=import-outside-toplevel
 
     torch.set_num_threads(1)
@@ -123,17 +137,33 @@ def _train_one(job: tuple[str, int, str, str]) -> dict[str, Any]:
     model_overrides, train_overrides = RECIPES[recipe]
     model = TLPModel(programs.featurizer.config, ModelConfig(**{**BASE_MODEL, **model_overrides}),
                      TrainConfig(**{**BASE_TRAIN, **train_overrides, "seed": seed}))
+    snapshots: list[dict[str, Any]] = []
+    on_epoch = (lambda _row: snapshots.append({k: v.detach().to("cpu", copy=True)
+                                                for k, v in model.net.state_dict().items()})) if averaged else None
     start = time.perf_counter()
-    history = model.fit(train, progress=False)
+    history = model.fit(train, progress=False, on_epoch=on_epoch)
     train_s = time.perf_counter() - start
-    name = f"{recipe}-seed{seed}"
-    model.save(Path(out) / "checkpoints" / f"{name}.pt")
-    np.savez(Path(out) / "checkpoints" / f"{name}.scores.npz",
-             test=model.predict_features(test.features, model.head_index(meta["platform"]), precision="fp32"),
-             search=model.predict_features(search_features, model.head_index(meta["platform"]), precision="fp32"))
     row = {"recipe": recipe, "seed": seed, "best_epoch": history.best_epoch, "epochs_run": len(history.epochs),
            "best_val_top1": history.best_val_top1, "train_s": round(train_s, 1), "device": model._device().type,
            "device_name": torch.cuda.get_device_name() if model._device().type == "cuda" else "cpu"}
+    rows = [_keep(model, f"{recipe}-seed{seed}", row, test, search_features, meta, out)]
+    for average, epochs_of in AVERAGES.items() if averaged else ():
+        epochs = epochs_of(len(history.epochs), history.best_epoch)
+        model.net.load_state_dict(_averaged_state(snapshots, epochs))
+        rows.append(_keep(model, f"{recipe}+{average}-seed{seed}", {
+            **row, "recipe": f"{recipe}+{average}", "averaged_epochs": [epochs.start, epochs.stop - 1]},
+            test, search_features, meta, out))
+    return rows
+
+
+def _keep(model: TLPModel, name: str, row: dict[str, Any], test: Any, search_features: np.ndarray,
+          meta: dict[str, Any], out: str) -> dict[str, Any]:
+    """Save the model and its fp32 scores of the test and search programs."""
+    model.save(Path(out) / "checkpoints" / f"{name}.pt")
+    head = model.head_index(meta["platform"])
+    np.savez(Path(out) / "checkpoints" / f"{name}.scores.npz",
+             test=model.predict_features(test.features, head, precision="fp32"),
+             search=model.predict_features(search_features, head, precision="fp32"))
     print(json.dumps(row), flush=True)
     return row
 
@@ -147,7 +177,8 @@ def _test_split(programs: Any, meta: dict[str, Any]) -> Any:
 def train(args: argparse.Namespace) -> None:
     out = Path(args.out)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    jobs = [(r, int(s), args.bundle, str(out)) for s in args.seeds.split(",") for r in args.recipes.split(",")]
+    jobs = [(r, int(s), args.bundle, str(out), args.averaged)
+            for s in args.seeds.split(",") for r in args.recipes.split(",")]
     unknown = sorted({r for r, *_ in jobs} - set(RECIPES))
     if unknown:
         raise SystemExit(f"unknown recipe(s) {', '.join(unknown)}; known: {', '.join(RECIPES)}")
@@ -156,14 +187,16 @@ def train(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    finished_jobs = 0
     # spawn: CUDA does not survive fork; one process per training shares the GPU. A deadline keeps what finished
     # when a machine's command limit nears (the unfinished trainings are listed, not half-kept).
     with multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
         finished = pool.imap_unordered(_train_one, jobs, chunksize=1)
         try:
-            while len(rows) < len(jobs):
+            while finished_jobs < len(jobs):
                 left = args.deadline_s - (time.perf_counter() - started)
-                rows.append(finished.next(timeout=max(1.0, left) if np.isfinite(left) else None))
+                rows += finished.next(timeout=max(1.0, left) if np.isfinite(left) else None)
+                finished_jobs += 1
         except multiprocessing.TimeoutError:
             pool.terminate()
     done = {(r["recipe"], r["seed"]) for r in rows}
@@ -199,6 +232,13 @@ def _metrics(test: Any, test_scores: np.ndarray, search: Any, search_scores: np.
             **{m: searched[m] for m in search_metrics.METRICS}}
 
 
+def _recipe_json(name: str) -> dict[str, Any]:
+    """What a scored recipe is: ``lstm`` or, from ``train --averaged``, ``lstm+avg-tail`` (its weight average)."""
+    recipe, _, average = name.partition("+")
+    return {"model": {**BASE_MODEL, **RECIPES[recipe][0]}, "train": {**BASE_TRAIN, **RECIPES[recipe][1]},
+            **({"weights": average} if average else {})}
+
+
 def _members(spec: str, trained: dict[str, Any]) -> list[str]:
     """``lstm@12-15+transformer@12-15`` -> the trainings it names (each must have been trained)."""
     members = []
@@ -232,8 +272,7 @@ def score(args: argparse.Namespace) -> None:
         rows = json.loads(Path(path).with_name("rows.json").read_text())["rows"]
         trained.update({f"{r['recipe']}-seed{r['seed']}": r for r in rows})
     result: dict[str, Any] = {"platform": meta["platform"], "seq_len": meta["seq_len"], "recipes": {
-        name: {"model": {**BASE_MODEL, **RECIPES[name][0]}, "train": {**BASE_TRAIN, **RECIPES[name][1]}}
-        for name in sorted({r["recipe"] for r in trained.values()})},
+        name: _recipe_json(name) for name in sorted({r["recipe"] for r in trained.values()})},
         "test_programs": len(test.task_keys), "search": search.summary(), "date": datetime.date.today().isoformat(),
         "rows": [], "ensembles": []}
     for name, row in trained.items():
@@ -292,6 +331,8 @@ def main() -> None:
     t.add_argument("--seeds", default="0,1,2")
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--deadline-s", type=float, default=float("inf"), help="stop waiting after this many seconds")
+    t.add_argument("--averaged", action="store_true", help="also keep each training's weight averages "
+                   "(AVERAGES: recipe+avg-tail, recipe+avg-half), scored as recipes of their own")
     t.add_argument("--out", required=True)
     s = steps.add_parser("score")
     s.add_argument("--dataset", default="datasets/tlp-cpu")
