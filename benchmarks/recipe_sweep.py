@@ -150,8 +150,9 @@ def _train_one(job: tuple[str, int, str, str, bool]) -> list[dict[str, Any]]:
     for average, epochs_of in AVERAGES.items() if averaged else ():
         epochs = epochs_of(len(history.epochs), history.best_epoch)
         model.net.load_state_dict(_averaged_state(snapshots, epochs))
+        model.meta["averaged_epochs"] = [epochs.start, epochs.stop - 1]  # the checkpoint says what it holds
         rows.append(_keep(model, f"{recipe}+{average}-seed{seed}", {
-            **row, "recipe": f"{recipe}+{average}", "averaged_epochs": [epochs.start, epochs.stop - 1]},
+            **row, "recipe": f"{recipe}+{average}", "averaged_epochs": model.meta["averaged_epochs"]},
             test, search_features, meta, out))
     return rows
 
