@@ -198,6 +198,8 @@ def test_sample_order_puts_held_out_first_and_nests_fractions(two_platforms):
     order = sample_order(programs, catalogue, fraction=1.0, first_networks=[first_network])
     assert order[0].workload_key == programs[0].workload_key
     assert len(order) == len(programs)
+    training_only = sample_order(programs, catalogue, first_networks=[first_network], first_fraction=0.0)
+    assert training_only and all(first_network not in catalogue[p.workload_key]["networks"] for p in training_only)
     sizes = {str(i): 10 for i in range(200)}
     small, large = sample_tasks(sizes, 0.03), sample_tasks(sizes, 0.15)
     assert set(small) < set(large) and len(small) == 6 and len(large) == 30

@@ -88,7 +88,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         summary = remeasure(dataset, source, platform, config, only_loaded_above=threshold,
                             retry_failed=args.remeasure_failed,
                             batch_size=args.batch_size, progress=not args.quiet, max_batches=args.max_batches,
-                            fraction=args.fraction, first_networks=held_out_networks())
+                            fraction=args.fraction, first_networks=held_out_networks(),
+                            first_fraction=args.held_out_fraction)
     else:
         if not args.workloads:
             raise SystemExit("tlp collect: --workloads is required (see `tlp workloads list`)")
@@ -453,7 +454,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="measure the programs stored for another platform on this one (same traces)")
     collect.add_argument("--fraction", type=float, default=1.0,
                          help="with --remeasure-from: share of the training tasks' programs to measure (whole tasks, "
-                              "a fixed pseudo-random order); the held-out networks are always measured, first")
+                              "a fixed pseudo-random order); the held-out networks are measured first")
+    collect.add_argument("--held-out-fraction", type=float, default=1.0,
+                         help="with --remeasure-from: share of the held-out networks' programs to measure (whole "
+                              "tasks); 0 measures training tasks only, so the platform's test set stays as it is")
     collect.add_argument("--remeasure-loaded", action="store_true",
                          help="re-measure this platform's records taken while other processes loaded the CPU")
     collect.add_argument("--remeasure-failed", action="store_true",
