@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from tlp.evaluation import evaluate, format_table, pairwise_accuracy
+from tlp.evaluation import evaluate, format_table, pairwise_accuracy, rank_percentiles
 from tlp.features.tensors import load_programs
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
@@ -81,3 +81,12 @@ def test_metaschedule_mlp_scores_one_candidate(tiny_tasks, host_platform):
     assert metaschedule_predict(model, context, batch[:1]).shape == (1,)
     # The copy changes no score: the MLP's scores depend on the whole batch, but not on a repeated candidate.
     assert np.allclose(model.predict(context, batch + batch[-1:])[:3], metaschedule_predict(model, context, batch))
+
+
+def test_rank_percentiles_rank_within_each_task_only():
+    scores = np.array([10.0, -3.0, 0.5, 7.0, 7.5, 100.0])
+    groups = np.array([0, 0, 0, 1, 1, 2])
+    # Task 0: -3 lowest, 10 highest; task 1: two programs; task 2: a single program sits at 0.
+    np.testing.assert_allclose(rank_percentiles(scores, groups), [1.0, 0.0, 0.5, 0.0, 1.0, 0.0])
+    # Scale and shift of one model's scores do not matter: that is what makes models comparable.
+    np.testing.assert_allclose(rank_percentiles(scores * 1e3 - 5, groups), rank_percentiles(scores, groups))
