@@ -38,6 +38,26 @@ def test_training_is_deterministic_with_a_seed(collected, host_platform, trained
     assert np.allclose(again.predict_features(features), model.predict_features(features), atol=1e-5)
 
 
+def test_average_weights_are_the_mean_from_the_best_epoch_to_the_last(trained, tmp_path):
+    _, programs, _ = trained
+    model = TLPModel(model_config=ModelConfig(hidden=32, heads=4),
+                     train_config=TrainConfig(epochs=5, val_fraction=0.5, seed=3, weights="average"))
+    snapshots = []
+    history = model.fit(programs, progress=False, on_epoch=lambda _row: snapshots.append(
+        {k: v.detach().clone() for k, v in model.net.state_dict().items()}))
+    assert history.averaged_epochs == [history.best_epoch, len(history.epochs) - 1]
+    kept = snapshots[history.best_epoch:]
+    for key, value in model.net.state_dict().items():
+        expected = sum(s[key].double() for s in kept) / len(kept)
+        assert torch.allclose(value.double(), expected.to(value.dtype).double(), atol=1e-6), key
+    model.save(tmp_path / "averaged.pt")
+    loaded = TLPModel.load(tmp_path / "averaged.pt")
+    assert loaded.train_config.weights == "average"
+    assert loaded.meta["averaged_epochs"] == history.averaged_epochs
+    with pytest.raises(ValueError, match="weights"):
+        TLPModel(train_config=TrainConfig(epochs=1, weights="median")).fit(programs, progress=False)
+
+
 def test_checkpoint_round_trip_without_pickle(trained, tmp_path):
     model, programs, _ = trained
     path = tmp_path / "model.pt"

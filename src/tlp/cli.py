@@ -296,6 +296,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             digest.update(line.encode())
     model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device,
+                                 weights=args.weights,
                                  **({"patience": args.patience} if args.patience is not None else {})))
     platform_info = {p: dataset.store(p).platform.to_json() for p in platform_ids}
     history = model.fit(train, progress=not args.quiet, platform_info=platform_info)
@@ -305,6 +306,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                        "test_programs_excluded": len(test.task_keys)})
     model.save(args.out)
     print(json.dumps({"out": args.out, "heads": model.platforms, "best_epoch": history.best_epoch,
+                      **({"averaged_epochs": history.averaged_epochs} if history.averaged_epochs else {}),
                       "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
                       "head_sources": model.meta.get("head_sources", {}),
                       "skipped": dict(programs.skipped), "feature_cache": feature_cache}, indent=1))
@@ -487,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--patience", type=int,
                        help="stop after this many epochs without a better validation top-1 (default 10; the best "
                             "epoch is kept)")
+    train.add_argument("--weights", default="best", choices=["best", "average"],
+                       help="keep the best-validation epoch's weights, or average the end-of-epoch weights from the "
+                            "best epoch to the last (steadier held-out ranking across seeds)")
     train.add_argument("--hidden", type=int, default=256)
     train.add_argument("--seq-len", type=int, help="primitives per program: default 80 for MetaSchedule traces, the "
                                                     "paper's 25 (CPU) / 40 (GPU) for Ansor steps")

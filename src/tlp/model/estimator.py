@@ -34,6 +34,9 @@ class CheckpointError(TLPError, ValueError):
     """A checkpoint that cannot be used by this version of TLP."""
 
 
+WEIGHTS = ("best", "average")
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 60
@@ -45,6 +48,11 @@ class TrainConfig:
     val_fraction: float = 0.15
     seed: int = 0
     device: str = "auto"
+    # Which weights training ends with: "best", the best-validation epoch's; "average", the mean of the
+    # end-of-epoch weights from the best epoch to the last one run. Validation top-1 (on training tasks) does not
+    # predict held-out top-1, so the epoch it picks is partly a draw; the average of the epochs around it is not
+    # (benchmarks/README.md, "Weight averages").
+    weights: str = "best"
 
 
 @dataclass
@@ -52,6 +60,7 @@ class TrainHistory:
     epochs: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int = -1
     best_val_top1: float = float("nan")
+    averaged_epochs: list[int] | None = None  # first and last epoch averaged (TrainConfig.weights = "average")
 
 
 def seed_everything(seed: int) -> None:
@@ -174,7 +183,8 @@ class TLPModel:
         parameters = [{"params": list(self.net.parameters()), "lr": self.train_config.lr}]
         history, info = self._train(data, list(range(len(data.platform_ids))), parameters, progress, on_epoch)
         untrained = [self.platforms[c] for c in info.pop("untrained_columns") if c < len(self.platforms)]
-        self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1, **info})
+        self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1, **info,
+                          **({"averaged_epochs": history.averaged_epochs} if history.averaged_epochs else {})})
         if untrained and len(untrained) < len(self.platforms):
             trained = [p for p in self.platforms if p not in untrained]
             self.copy_heads({p: _stand_in(p, trained, platform_info, data) for p in untrained})
@@ -262,6 +272,8 @@ class TLPModel:
         """The training loop: column ``p`` of ``data`` trains head ``heads[p]``; early stopping on validation."""
         assert self.net is not None
         cfg = self.train_config
+        if cfg.weights not in WEIGHTS:
+            raise ValueError(f"TrainConfig.weights must be one of {', '.join(WEIGHTS)}, got {cfg.weights!r}")
         features = torch.from_numpy(data.featurize(self.featurizer))
         labels = torch.from_numpy(data.labels())
         measured = ~np.isnan(data.latencies)  # [N, P]
@@ -283,6 +295,9 @@ class TLPModel:
         loss_fn = LOSSES[cfg.loss]
         history = TrainHistory()
         best_state, since_best = None, 0
+        # weights="average": a running sum restarted at each new best epoch, so one extra copy of the weights.
+        weight_sum: dict[str, torch.Tensor] = {}
+        summed_epochs: list[int] = []
         task_index = {t: np.nonzero(groups == t)[0] for t in tasks}
         bar = tqdm(range(cfg.epochs), disable=not progress, desc="train", unit="epoch")
         for epoch in bar:
@@ -324,10 +339,18 @@ class TLPModel:
             if np.isnan(val_top1) or not history.best_epoch >= 0 or val_top1 > history.best_val_top1:
                 history.best_epoch, history.best_val_top1 = epoch, val_top1
                 best_state, since_best = copy.deepcopy(self.net.state_dict()), 0
+                weight_sum, summed_epochs = {}, []
             else:
                 since_best += 1
-                if since_best >= cfg.patience:
-                    break
+            if cfg.weights == "average":
+                for key, value in self.net.state_dict().items():
+                    weight_sum[key] = weight_sum.get(key, 0) + value.detach().double()
+                summed_epochs.append(epoch)
+            if since_best >= cfg.patience:
+                break
+        if summed_epochs:
+            best_state = {k: (weight_sum[k] / len(summed_epochs)).to(v.dtype) for k, v in best_state.items()}
+            history.averaged_epochs = [summed_epochs[0], summed_epochs[-1]]
         if best_state is not None:
             self.net.load_state_dict(best_state)
         self.net.to("cpu").eval()
