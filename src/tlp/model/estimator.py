@@ -295,7 +295,8 @@ class TLPModel:
         loss_fn = LOSSES[cfg.loss]
         history = TrainHistory()
         best_state, since_best = None, 0
-        # weights="average": a running sum restarted at each new best epoch, so one extra copy of the weights.
+        # weights="average": a running sum (float64) restarted at each new best epoch, kept instead of a copy of the
+        # best epoch's weights.
         weight_sum: dict[str, torch.Tensor] = {}
         summed_epochs: list[int] = []
         task_index = {t: np.nonzero(groups == t)[0] for t in tasks}
@@ -338,8 +339,9 @@ class TLPModel:
             # No validation task (a tiny sample): keep the latest epoch and train to the end.
             if np.isnan(val_top1) or not history.best_epoch >= 0 or val_top1 > history.best_val_top1:
                 history.best_epoch, history.best_val_top1 = epoch, val_top1
-                best_state, since_best = copy.deepcopy(self.net.state_dict()), 0
-                weight_sum, summed_epochs = {}, []
+                since_best, weight_sum, summed_epochs = 0, {}, []
+                if cfg.weights == "best":
+                    best_state = copy.deepcopy(self.net.state_dict())
             else:
                 since_best += 1
             if cfg.weights == "average":
@@ -349,7 +351,8 @@ class TLPModel:
             if since_best >= cfg.patience:
                 break
         if summed_epochs:
-            best_state = {k: (weight_sum[k] / len(summed_epochs)).to(v.dtype) for k, v in best_state.items()}
+            best_state = {key: (weight_sum[key] / len(summed_epochs)).to(value.dtype)
+                          for key, value in self.net.state_dict().items()}
             history.averaged_epochs = [summed_epochs[0], summed_epochs[-1]]
         if best_state is not None:
             self.net.load_state_dict(best_state)
