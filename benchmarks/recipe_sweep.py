@@ -96,7 +96,8 @@ def prepare(args: argparse.Namespace) -> None:
                        else (args.train_platforms or args.platform).split(","))
     if args.platform not in train_platforms:
         raise SystemExit(f"--train-platforms must include the scored platform {args.platform}")
-    cached = load_or_featurize(dataset, train_platforms, networks, FeatureConfig(seq_len=args.seq_len))
+    cached = load_or_featurize(dataset, train_platforms, networks, FeatureConfig(seq_len=args.seq_len,
+                                                                                    compact=args.compact))
     shutil.copyfile(cached.path, bundle / "programs.npz")
     search = _search_set(args.dataset, args.platform, networks, args.search_runs)
     labeled = search.labeled()
@@ -104,7 +105,7 @@ def prepare(args: argparse.Namespace) -> None:
     np.savez_compressed(bundle / "search.npz", features=features, latencies=search.latencies)
     (bundle / "bundle.json").write_text(json.dumps({
         "platform": args.platform, "train_platforms": cached.programs.platform_ids, "seq_len": args.seq_len,
-        "held_out_networks": networks,
+        "compact": args.compact, "held_out_networks": networks,
         "search_runs": args.search_runs, "search": search.summary(), "programs_cache": str(cached.path)}, indent=1))
     print(f"{bundle}: {len(cached.programs.task_keys)} programs, {len(search.traces)} search programs")
 
@@ -324,6 +325,7 @@ def main() -> None:
     p.add_argument("--platform", required=True)
     p.add_argument("--train-platforms", help="comma-separated, or all (MTL: a head each); default: --platform")
     p.add_argument("--seq-len", type=int, default=25)
+    p.add_argument("--compact", action="store_true", help="compact traces (FeatureConfig.compact)")
     p.add_argument("--search-runs", nargs="+", required=True)
     p.add_argument("--bundle", required=True)
     t = steps.add_parser("train")

@@ -108,3 +108,35 @@ def test_feature_report_on_real_programs(collected, host_platform):
     assert full["cropped_traces"] == 0.0 and full["collision_rate"] == 0.0  # v2 features separate every program
     assert report["configs"]["25x22"]["cropped_traces"] > 0.5  # MetaSchedule traces are longer than Ansor's 25
     assert "length histogram" in format_feature_report(report)
+
+
+def test_compact_form_leaves_out_bookkeeping_and_keeps_decisions_in_their_rows(traces):
+    from tlp.features.featurizer import BOOKKEEPING_KINDS, COUNTED_KINDS
+
+    programs, extents = traces
+    full = TraceFeaturizer().fit([p.trace_json for p in programs])
+    compact = TraceFeaturizer(FeatureConfig(compact=True), full.kinds, full.strings)
+    cols = full.config.columns()
+    program = next(p for p in programs if any(i[0] == "Fuse" for i in p.trace_json[0]))
+    insts, decisions = program.trace_json
+    program_extents = extents[programs.index(program)]
+    kept = [i for i, inst in enumerate(insts) if inst[0] not in BOOKKEEPING_KINDS]
+    assert 0 < len(kept) < len(insts)
+    rows = compact.transform_one(program.trace_json, program_extents)
+    before = full.transform_one(program.trace_json, program_extents)
+    assert rows[: len(kept), 0].all() and not rows[len(kept):].any()
+    assert [full.kinds.tokens[int(k) - 2] for k in rows[: len(kept), 0]] == [insts[i][0] for i in kept]
+    for row, i in enumerate(kept):
+        kind = insts[i][0]
+        if kind in COUNTED_KINDS:  # how many loops it fuses or reorders, after its other numbers
+            loops = sum(1 for x in insts[i][1] if isinstance(x, str) and not x.startswith('"'))
+            numbers = rows[row, cols["numbers"]]
+            assert math.log2(1 + loops) in [pytest.approx(x) for x in numbers]
+        else:  # the same row as in the full form: decisions, links (distances in the whole trace), extents
+            assert np.array_equal(rows[row], before[i]), kind
+    decided = [i for i, _ in decisions if i in kept]
+    assert decided and all(rows[kept.index(i), cols["numbers"]].any() for i in decided)
+    # Old checkpoints' configs have no "compact": they read the full form.
+    data = full.to_json()
+    del data["config"]["compact"]
+    assert not TraceFeaturizer.from_json(data).config.compact

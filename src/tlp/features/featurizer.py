@@ -17,6 +17,14 @@ plus the decisions of its sampling instructions. TLP reads it as a sentence; eac
 
 Ids are stored as floats in the same tensor so one ``[N, seq_len, width]`` array carries everything; the model
 splits the columns again (see :class:`FeatureConfig`).
+
+*Compact* traces (``FeatureConfig.compact``): a MetaSchedule trace spends about a third of its instructions on
+bookkeeping that carries nothing the links do not already say — ``GetLoops`` (a loop's position survives in the
+link's output index), the ``Split`` after each ``SamplePerfectTile``, ``EnterPostproc`` (the post-processing flag
+says it), the ``Unannotate`` / ``GetChildBlocks`` that open post-processing. A crop of 25 then cuts the unroll
+decision off a quarter of the programs and post-processing off most. The compact form leaves those rows out (links
+still measure distances in the whole trace) and adds to ``Fuse`` and ``Reorder`` rows how many loops they take,
+which the four link columns cannot hold (the parallel loop is a fusion of up to seven).
 """
 
 from __future__ import annotations
@@ -31,6 +39,10 @@ import numpy as np
 from tlp.features.vocab import PAD, Vocabulary
 
 FEATURE_VERSION = 2
+# Instructions whose rows the compact form leaves out (see the module docstring).
+BOOKKEEPING_KINDS = frozenset({"GetLoops", "Split", "EnterPostproc", "Unannotate", "GetChildBlocks"})
+# Instructions whose number of loop inputs the compact form records.
+COUNTED_KINDS = frozenset({"Fuse", "Reorder"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class FeatureConfig:
     num_refs: int = 4
     num_numbers: int = 12
     version: int = FEATURE_VERSION
+    compact: bool = False  # leave bookkeeping instructions out; False for checkpoints that predate it
 
     @property
     def width(self) -> int:
@@ -143,8 +156,10 @@ class TraceFeaturizer:
         return numbers
 
     def _static_rows(self, insts: Sequence[Any], extents: dict[str, list[int]] | None,
-                     row_cache: dict[Any, Any] | None = None) -> tuple[np.ndarray, list[list[float]]]:
-        """Everything but the decisions: ``[seq_len, width]`` rows, and each row's numbers (decisions go first).
+                     row_cache: dict[Any, Any] | None = None
+                     ) -> tuple[np.ndarray, list[list[float]], dict[int, int]]:
+        """Everything but the decisions: ``[seq_len, width]`` rows, each row's numbers (decisions go first), and
+        which row each kept instruction became (instruction index -> row; the compact form skips some).
 
         The candidates of one search share a few instruction lists (one per sketch and post-processing outcome)
         and differ in their decisions, so the cost model caches this per instruction list (see ``transform``).
@@ -155,13 +170,15 @@ class TraceFeaturizer:
         cfg = self.config
         rows = np.zeros((cfg.seq_len, cfg.width), dtype=np.float32)
         row_numbers: list[list[float]] = []
+        row_of: dict[int, int] = {}
         producer: dict[str, tuple[int, int]] = {}
         postproc = 0.0
         for position, inst in enumerate(insts):
             kind, inputs, _attrs, outputs = inst
             if kind == "EnterPostproc":
                 postproc = 1.0
-            if position < cfg.seq_len:
+            row_index = len(row_numbers)
+            if row_index < cfg.seq_len and not (cfg.compact and kind in BOOKKEEPING_KINDS):
                 # Which output of the producer matters too (RFactor on the 2nd vs 3rd loop of one Split).
                 links = tuple(_log(position - producer[item][0] + producer[item][1] / 32.0)
                               if isinstance(item, str) and item in producer else None for item in inputs)
@@ -171,11 +188,12 @@ class TraceFeaturizer:
                     entry = (inst, extents, *self._row(inst, links, postproc, extents))
                     if row_cache is not None:
                         row_cache[key] = entry
-                rows[position] = entry[2]
+                rows[row_index] = entry[2]
                 row_numbers.append(entry[3])
+                row_of[position] = row_index
             for output_index, name in enumerate(outputs):
                 producer[name] = (position, output_index)
-        return rows, row_numbers
+        return rows, row_numbers, row_of
 
     def _row(self, inst: Any, links: tuple[float | None, ...], postproc: float,
              extents: dict[str, list[int]] | None) -> tuple[np.ndarray, list[float]]:
@@ -200,6 +218,8 @@ class TraceFeaturizer:
         _numbers(attrs, numbers)
         if kind == "GetSBlock" and extents and attrs:
             _numbers(extents.get(str(attrs[0]), []), numbers)
+        if cfg.compact and kind in COUNTED_KINDS:
+            numbers.append(_log(float(len(refs))))
         s0, r0, n0 = cols["strings"].start, cols["refs"].start, cols["numbers"].start
         for j, text in enumerate(strings[: cfg.num_strings]):
             row[s0 + j] = self.strings.id(text)
@@ -225,17 +245,18 @@ class TraceFeaturizer:
             entry = (insts, extents, *self._static_rows(insts, extents, cache))
             if cache is not None:
                 cache[id(insts)] = entry
-        rows, row_numbers = entry[2], entry[3]
+        rows, row_numbers, row_of = entry[2], entry[3], entry[4]
         out[:] = rows
         n0, width = cfg.columns()["numbers"].start, cfg.num_numbers
         for index, decision in decisions:
             position = int(index)
-            if position >= cfg.seq_len or position >= len(insts):
+            row = row_of.get(position)
+            if row is None:  # cropped (or, in the compact form, a bookkeeping instruction: they decide nothing)
                 continue
             kind, _inputs, attrs, _outputs = insts[position]
-            numbers = (self._decision_numbers(kind, attrs, decision) + row_numbers[position])[:width]
-            out[position, n0 : n0 + width] = 0.0
-            out[position, n0 : n0 + len(numbers)] = numbers
+            numbers = (self._decision_numbers(kind, attrs, decision) + row_numbers[row])[:width]
+            out[row, n0 : n0 + width] = 0.0
+            out[row, n0 : n0 + len(numbers)] = numbers
         return out
 
     def transform(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None,
@@ -253,7 +274,7 @@ class TraceFeaturizer:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "TraceFeaturizer":
-        config = FeatureConfig(**data["config"])
+        config = FeatureConfig(**data["config"])  # a config without ``compact`` predates it: the full form
         if config.version != FEATURE_VERSION:
             raise ValueError(f"feature version {config.version} does not match this TLP's {FEATURE_VERSION}")
         return TraceFeaturizer(config, Vocabulary.from_json(data["kinds"]), Vocabulary.from_json(data["strings"]))
