@@ -137,3 +137,6 @@ def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path, capsy
     assert first["hit"] is False and second["hit"] is True and first["path"] == second["path"]
     assert Path(first["path"]).parent == tmp_path / "cache"
     assert train("--no-feature-cache") == {"used": False}
+    compact = train("--compact-traces")  # another featurizer config: another cache entry, kept in the checkpoint
+    assert compact["hit"] is False and compact["path"] != first["path"]
+    assert TLPModel.load(tmp_path / "m.pt").featurizer.config.compact

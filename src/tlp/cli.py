@@ -248,15 +248,19 @@ def _train_platforms(dataset: Any, args: argparse.Namespace) -> list[str]:
     return wanted
 
 
-def _feature_config(dataset: Any, platform_id: str, record_format: str, seq_len: int | None) -> Any:
-    """What the dataset's records need: trace rows (default 80 long) or the paper's Ansor step rows."""
+def _feature_config(dataset: Any, platform_id: str, record_format: str, seq_len: int | None,
+                    compact: bool = False) -> Any:
+    """What the dataset's records need: trace rows (default 80 long; ``compact``: bookkeeping instructions left
+    out) or the paper's Ansor step rows."""
     # pylint: disable=import-outside-toplevel
     from tlp.features.ansor_steps import AnsorStepConfig
     from tlp.features.featurizer import FeatureConfig
 
     if record_format == "ansor":
+        if compact:
+            raise TLPError(f"--compact-traces: platform {platform_id} holds Ansor steps, not MetaSchedule traces")
         return AnsorStepConfig.paper(str(dataset.store(platform_id).platform.target.get("kind")), seq_len)
-    return FeatureConfig(seq_len=seq_len or 80)
+    return FeatureConfig(seq_len=seq_len or 80, compact=compact)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -278,7 +282,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     platform_ids = _train_platforms(dataset, args)
     held_out = args.held_out.split(",") if args.held_out else held_out_networks()
     record_format = dataset.store(platform_ids[0]).platform.record_format
-    feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len)
+    feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len, args.compact_traces)
     feature_cache: dict[str, Any] = {"used": not args.no_feature_cache}
     if args.no_feature_cache:
         programs: Any = load_platforms(dataset, platform_ids, args.min_head_programs)
@@ -495,6 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--hidden", type=int, default=256)
     train.add_argument("--seq-len", type=int, help="primitives per program: default 80 for MetaSchedule traces, the "
                                                     "paper's 25 (CPU) / 40 (GPU) for Ansor steps")
+    train.add_argument("--compact-traces", action="store_true",
+                       help="leave MetaSchedule's bookkeeping instructions (GetLoops, the Split after each sampled "
+                            "tiling, post-processing's Unannotate...) out of the rows, so a short crop reaches the "
+                            "unroll and post-processing decisions (better search-like ranking, lower TenSet top-1 "
+                            "on random draws: benchmarks/README.md, \"Compact traces\")")
     train.add_argument("--held-out", metavar="NETWORKS", help="comma-separated networks never trained on (default: "
                                                               "the zoo's held-out networks)")
     train.add_argument("--seed", type=int, default=0)
