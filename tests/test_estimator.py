@@ -104,3 +104,23 @@ def test_top_k_score_matches_its_definition():
     assert top_k_score(worst, latencies, groups, 1) == pytest.approx((1 + 5) / (4 + 10))
     assert top_k_score(worst, latencies, groups, 2) == pytest.approx((1 + 5) / (2 + 5))
     assert top_k_score(worst, latencies, groups, 1, weights={0: 3.0, 1: 1.0}) == pytest.approx((3 + 5) / (12 + 10))
+
+
+def test_programs_per_task_caps_what_each_step_ranks(collected, host_platform, monkeypatch):
+    from tlp.model import losses
+
+    dataset, _ = collected
+    programs = load_programs(dataset, host_platform.id)
+    largest = max(np.unique(programs.task_keys, return_counts=True)[1])
+    assert largest > 3, "the fixture needs a task with more programs than the cap"
+    seen: list[int] = []
+
+    def recording(scores, labels, group_ids):
+        seen.extend(torch.unique(group_ids, return_counts=True)[1].tolist())
+        return losses.listwise_loss(scores, labels, group_ids)
+
+    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    model = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
+                     train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="listwise", programs_per_task=3))
+    model.fit(programs, progress=False)
+    assert seen and max(seen) == 3

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tlp.features.featurizer import FeatureConfig
-from tlp.model.losses import lambdarank_loss, listwise_loss, mse_loss
+from tlp.model.losses import lambdarank_loss, listwise_loss, listwise_pairwise_loss, mse_loss, soft_listwise_loss
 from tlp.model.network import ModelConfig, TLPNet
 
 FEATURES = FeatureConfig(seq_len=16)
@@ -41,7 +41,7 @@ def test_ids_beyond_the_vocabulary_do_not_crash():
     assert torch.isfinite(net(x)).all()
 
 
-@pytest.mark.parametrize("loss_fn", [lambdarank_loss, listwise_loss])
+@pytest.mark.parametrize("loss_fn", [lambdarank_loss, listwise_loss, soft_listwise_loss, listwise_pairwise_loss])
 def test_ranking_losses_prefer_the_right_order_and_ignore_cross_task_pairs(loss_fn):
     labels = torch.tensor([1.0, 0.5, 0.2, 1.0, 0.1])
     groups = torch.tensor([0, 0, 0, 1, 1])
@@ -64,9 +64,14 @@ def test_listwise_loss_hardly_cares_about_the_slow_tail():
     tail_swapped = listwise_loss(torch.tensor([4.0, 3.0, 1.0, 2.0]), labels, one_task)
     head_swapped = listwise_loss(torch.tensor([3.0, 4.0, 2.0, 1.0]), labels, one_task)
     assert tail_swapped - base < 0.1 * (head_swapped - base)
+    # The variants made to learn the order below the first place weigh a swap of the runner-ups far more.
+    middle = torch.tensor([4.0, 2.0, 3.0, 1.0])
+    for variant in (soft_listwise_loss, listwise_pairwise_loss):
+        assert (variant(middle, labels, one_task) - variant(torch.tensor([4.0, 3.0, 2.0, 1.0]), labels, one_task)
+                > 3 * (listwise_loss(middle, labels, one_task) - base))
 
 
-@pytest.mark.parametrize("loss_fn", [lambdarank_loss, listwise_loss])
+@pytest.mark.parametrize("loss_fn", [lambdarank_loss, listwise_loss, soft_listwise_loss, listwise_pairwise_loss])
 def test_training_steps_learn_a_ranking(loss_fn):
     torch.manual_seed(0)
     x = batch(n=32, seed=1)

@@ -488,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--min-head-programs", type=int, default=64,
                        help="with --platforms: refuse a platform with fewer valid programs than this")
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
-    train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "listwise", "mse"])
+    train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "listwise", "mse", "soft-listwise",
+                                                                   "listwise+pairwise"])
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--patience", type=int,
                        help="stop after this many epochs without a better validation top-1 (default 10; the best "

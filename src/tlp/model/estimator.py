@@ -53,6 +53,10 @@ class TrainConfig:
     # predict held-out top-1, so the epoch it picks is partly a draw; the average of the epochs around it is not
     # (benchmarks/README.md, "Weight averages").
     weights: str = "best"
+    # At most this many programs of a task per training step (a fresh random subset each epoch; 0: all of them).
+    # Why: held-out TenSet tasks are mostly 32 random draws, while search-rich training tasks hold thousands of
+    # programs bunched near the best; a subset of a big task is a ranking problem shaped like the held-out ones.
+    programs_per_task: int = 0
 
 
 @dataclass
@@ -61,6 +65,11 @@ class TrainHistory:
     best_epoch: int = -1
     best_val_top1: float = float("nan")
     averaged_epochs: list[int] | None = None  # first and last epoch averaged (TrainConfig.weights = "average")
+
+
+def _subset(index: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` of ``index`` drawn without replacement (all of it when ``size`` is 0 or not smaller)."""
+    return index if not 0 < size < len(index) else np.sort(rng.choice(index, size=size, replace=False))
 
 
 def seed_everything(seed: int) -> None:
@@ -306,7 +315,8 @@ class TLPModel:
             order = rng.permutation(train_tasks)
             losses = []
             for start in range(0, len(order), cfg.tasks_per_batch):
-                index = np.concatenate([task_index[t] for t in order[start : start + cfg.tasks_per_batch]])
+                index = np.concatenate([_subset(task_index[t], cfg.programs_per_task, rng)
+                                        for t in order[start : start + cfg.tasks_per_batch]])
                 # Crop the batch to its longest trace: padding rows cost compute and change nothing.
                 x = features[index, : int(lengths[index].max())].to(device)
                 g = torch.from_numpy(groups[index]).to(device)
