@@ -27,6 +27,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 # pylint: disable=wrong-import-position
+from recipe_sweep import test_split  # the same bundle -> test programs as the sweep's scores
 from tlp.evaluation import rank_percentiles
 
 SMALL_TASK = 64  # programs: on the Zen 4, held-out tasks up to this size hold (almost) only random draws
+_GROUPS = (("all", lambda n: True), (f"<={SMALL_TASK}", lambda n: n <= SMALL_TASK),
+           (f">{SMALL_TASK}", lambda n: n > SMALL_TASK))
 
 
 def baseline(args: argparse.Namespace) -> None:
@@ -69,12 +73,31 @@ def _pick_ratios(scores: np.ndarray, latencies: np.ndarray, keys: np.ndarray) ->
 
 def _summary(ratios: dict[str, float], sizes: dict[str, int]) -> dict[str, Any]:
     out = {}
-    for label, keep in (("all", lambda n: True), (f"<={SMALL_TASK}", lambda n: n <= SMALL_TASK),
-                        (f">{SMALL_TASK}", lambda n: n > SMALL_TASK)):
+    for label, keep in _GROUPS:
         values = np.array([r for k, r in ratios.items() if keep(sizes[k])])
         out[label] = {"tasks": int(len(values)), "median": float(np.median(values)),
                       "geomean": float(np.exp(np.log(values).mean())), "over_2x": float(np.mean(values > 2)),
                       "over_3x": float(np.mean(values > 3))}
+    return out
+
+
+def _origin_mix(dataset_path: str, platform: str, sizes: dict[str, int]) -> dict[str, Any]:
+    """Per task group: how the dataset's valid programs of those tasks were produced (random / evolved draws of
+    ``tlp collect``, search rounds, imports), re-measured programs under their first origin."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.info import task_origins
+    from tlp.dataset.store import Dataset
+
+    per_task = task_origins(Dataset(dataset_path), platform)
+    out = {}
+    print(f"\nhow the held-out tasks' programs were produced ({dataset_path}, now)")
+    for label, keep in _GROUPS:
+        counts = sum((per_task.get(k, Counter()) for k, n in sizes.items() if keep(n)), Counter())
+        total = sum(counts.values())
+        in_bundle = sum(n for n in sizes.values() if keep(n))
+        out[label] = {"programs": total, "programs_in_bundle": in_bundle, "sources": dict(counts.most_common())}
+        shares = ", ".join(f"{source} {count / total:.0%}" for source, count in counts.most_common())
+        print(f"  tasks {label:<5} {total:>6} programs ({in_bundle} in the bundle): {shares}")
     return out
 
 
@@ -85,7 +108,7 @@ def report(args: argparse.Namespace) -> None:
     bundle = Path(args.bundle)
     meta = json.loads((bundle / "bundle.json").read_text())
     programs, _ = read_cache(bundle / "programs.npz")
-    _, test = programs.platform(meta["platform"]).split_by_network(set(meta["held_out_networks"]))
+    test = test_split(programs, meta)
     test = dataclasses.replace(test, latencies=test.latencies[:, 0])
     keys = np.array(test.task_keys)
     base = np.load(args.baseline)
@@ -120,6 +143,7 @@ def report(args: argparse.Namespace) -> None:
         for label, row in result["models"][name].items():
             print(f"{name:<26} {label:<7} {row['tasks']:>3} {row['median']:>7.2f} {row['geomean']:>8.2f} "
                   f"{row['over_2x']:>5.2f} {row['over_3x']:>5.2f}")
+    result["origins"] = _origin_mix(args.dataset, meta["platform"], sizes)
     # The tasks that cost each network the most under the first model of --models (ensemble if there is one).
     focus = next((m for m in models if " x" in m), list(models)[-1])
     baseline_name = str(base["baseline"])
@@ -154,6 +178,7 @@ def main() -> None:
     b.add_argument("--out", required=True)
     r = steps.add_parser("report")
     r.add_argument("--bundle", required=True)
+    r.add_argument("--dataset", default="datasets/tlp-cpu", help="read for the origin mix of the held-out tasks")
     r.add_argument("--baseline", required=True, help="the baseline step's .npz")
     r.add_argument("--scores", nargs="+", required=True, help="recipe_sweep.py train scores.npz files")
     r.add_argument("--models", default="lstm+avg-tail", help="comma-separated recipes")

@@ -137,7 +137,7 @@ def _train_one(job: tuple[str, int, str, str, bool]) -> list[dict[str, Any]]:
     meta = json.loads((Path(bundle) / "bundle.json").read_text())
     programs, _ = read_cache(Path(bundle) / "programs.npz")
     train, _ = programs.split_by_network(set(meta["held_out_networks"]))
-    test = _test_split(programs, meta)
+    test = test_split(programs, meta)
     search_features = np.load(Path(bundle) / "search.npz")["features"]
     model_overrides, train_overrides = RECIPES[recipe]
     model = TLPModel(programs.featurizer.config, ModelConfig(**{**BASE_MODEL, **model_overrides}),
@@ -174,7 +174,7 @@ def _keep(model: TLPModel, name: str, row: dict[str, Any], test: Any, search_fea
     return row
 
 
-def _test_split(programs: Any, meta: dict[str, Any]) -> Any:
+def test_split(programs: Any, meta: dict[str, Any]) -> Any:
     """The scored platform's programs of the held-out networks (one latency column)."""
     _, test = programs.platform(meta["platform"]).split_by_network(set(meta["held_out_networks"]))
     return test
@@ -265,7 +265,7 @@ def score(args: argparse.Namespace) -> None:
     meta = json.loads((bundle / "bundle.json").read_text())
     networks = meta["held_out_networks"]
     programs, _ = read_cache(bundle / "programs.npz")
-    test = _test_split(programs, meta)
+    test = test_split(programs, meta)
     test = dataclasses.replace(test, latencies=test.latencies[:, 0])
     search = _search_set(args.dataset, meta["platform"], networks, meta["search_runs"])
     if not np.array_equal(search.latencies, np.load(bundle / "search.npz")["latencies"]):

@@ -7,12 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
 from tlp._tvm import ms, tvm
 from tlp.dataset import CollectPlan, Dataset, collect, dataset_info, remeasure
 from tlp.dataset.collect import origin_from_meta
+from tlp.dataset.info import task_origins
 from tlp.platform import Platform
 from tlp.workloads.task import Task
 
@@ -141,6 +143,13 @@ def test_dataset_info_says_how_programs_were_produced_through_transfers(collecte
     assert set(moved["origins"]["sources"]) <= {"random", "evolved"}  # not "transfer:...": the first origin
     assert sum(moved["origins"]["sources"].values()) == moved["valid_records"]
     assert mine["valid_per_network_task_median"] == 0  # operators only: no network task
+    # per task, as heldout_picks.py reports it: the same resolution, summed over tasks
+    per_task = task_origins(dataset, other.id)
+    assert sum(per_task.values(), Counter()) == Counter(moved["origins"]["sources"])
+    assert set(per_task) == {p.workload_key for p in dataset.store(other.id).latest_programs().values()
+                             if p.latency is not None}
+    with pytest.raises(KeyError, match="no platform"):
+        task_origins(dataset, "llvm-nowhere")
 
 def test_records_taken_under_load_are_remeasured(collected, host_platform, tmp_path, fast_measure):
     dataset, _ = collected

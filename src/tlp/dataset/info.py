@@ -137,6 +137,30 @@ def _origin_collector(origins: dict[str, dict[str, Any]]) -> Callable[[MeasuredP
     return collect
 
 
+def _resolved_origin(program: MeasuredProgram, first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The program's own origin, or, for a transfer / re-measurement, that of its first measurement."""
+    origin = origin_from_meta(program.meta)
+    if origin.get("source") not in PRIMARY_SOURCES:
+        origin = first_origins.get(program.id, {"source": "unknown"})
+    return origin
+
+
+def task_origins(dataset: Dataset, platform_id: str) -> dict[str, Counter]:
+    """Per task: how many of ``platform_id``'s valid programs each source produced (``collect``'s random or
+    evolved draws, a search, an import; the same sources as ``dataset_info``'s "origins"), a re-measured program
+    counted under its first measurement's origin (which is why every platform is read)."""
+    first_origins: dict[str, dict[str, Any]] = {}
+    stored = {p: dataset.store(p).latest_programs(ReadReport(), each=_origin_collector(first_origins))
+              for p in dataset.platform_ids()}
+    if platform_id not in stored:
+        raise KeyError(f"{dataset.path}: no platform {platform_id} (it has {', '.join(stored)})")
+    per_task: dict[str, Counter] = {}
+    for program in stored[platform_id].values():
+        if program.latency is not None:
+            per_task.setdefault(program.workload_key, Counter())[_resolved_origin(program, first_origins)["source"]] += 1
+    return per_task
+
+
 def _origin_counts(valid: list[MeasuredProgram], first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """How this platform's valid programs were produced: collect's random / evolved draws, a search's programs
     (by round: the task's first batch or a later one; by guiding cost model), imports; transfers resolved."""
@@ -144,9 +168,7 @@ def _origin_counts(valid: list[MeasuredProgram], first_origins: dict[str, dict[s
     rounds: Counter = Counter()
     guided_by: Counter = Counter()
     for program in valid:
-        origin = origin_from_meta(program.meta)
-        if origin.get("source") not in PRIMARY_SOURCES:
-            origin = first_origins.get(program.id, {"source": "unknown"})
+        origin = _resolved_origin(program, first_origins)
         kinds[origin["source"]] += 1
         if origin["source"] == "search":
             rounds["unknown" if origin.get("round") is None else "0" if origin["round"] == 0 else "later"] += 1
