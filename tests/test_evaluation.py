@@ -90,3 +90,26 @@ def test_rank_percentiles_rank_within_each_task_only():
     np.testing.assert_allclose(rank_percentiles(scores, groups), [1.0, 0.0, 0.5, 0.0, 1.0, 0.0])
     # Scale and shift of one model's scores do not matter: that is what makes models comparable.
     np.testing.assert_allclose(rank_percentiles(scores * 1e3 - 5, groups), rank_percentiles(scores, groups))
+
+
+def test_xgb_baseline_trains_once_and_equals_retraining_after_every_task(collected, host_platform):
+    from tlp._tvm import ms
+    from tlp.evaluation.baselines import MetaScheduleBaseline, _by_task
+
+    dataset, _ = collected
+    programs = load_programs(dataset, host_platform.id)
+    assert len(_by_task(programs)) >= 2, "the fixture needs two tasks"
+    baseline = MetaScheduleBaseline("xgb", dataset, host_platform.id)
+    trainings = []
+    train = baseline.model._train
+    baseline.model._train = lambda **kw: (trainings.append(len(kw["ys"])), train(**kw))
+    baseline.fit(programs)
+    assert trainings == [len(programs.traces)]
+    # MetaSchedule's own way: a retraining after every task's update; the last one decides the model.
+    reference = MetaScheduleBaseline("xgb", dataset, host_platform.id)
+    reference.model = ms.cost_model.XGBModel(num_warmup_samples=0, adaptive_training=False)
+    for key, index in _by_task(programs).items():
+        candidates = reference.replay.candidates(key, [programs.traces[i] for i in index])
+        reference.model.update(reference.replay.context(key), candidates,
+                               [ms.runner.RunnerResult([float(programs.latencies[i])], None) for i in index])
+    assert np.allclose(baseline.predict(programs), reference.predict(programs), atol=1e-6)
