@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 # pylint: disable=wrong-import-position
 from recipe_sweep import test_split  # the same bundle -> test programs as the sweep's scores
-from tlp.evaluation import rank_percentiles
+from tlp.evaluation import rank_percentiles, score_models
 
 SMALL_TASK = 64  # programs: on the Zen 4, held-out tasks up to this size hold (almost) only random draws
 _GROUPS = (("all", lambda n: True), (f"<={SMALL_TASK}", lambda n: n <= SMALL_TASK),
@@ -111,12 +111,15 @@ def report(args: argparse.Namespace) -> None:
     test = test_split(programs, meta)
     test = dataclasses.replace(test, latencies=test.latencies[:, 0])
     keys = np.array(test.task_keys)
-    base = np.load(args.baseline)
-    if str(base["platform"]) != meta["platform"] or not np.array_equal(base["task_keys"], keys) \
-            or not np.allclose(base["latencies"].reshape(-1), test.latencies):
-        raise SystemExit(f"{args.baseline}: its test programs are not the bundle's ({meta['platform']}); "
-                         "run the baseline step again on the dataset the bundle was prepared from")
-    models: dict[str, np.ndarray] = {str(base["baseline"]): base["scores"]}
+    models: dict[str, np.ndarray] = {}
+    for path in args.baseline:  # the first one is the reference of the costliest-task lists
+        base = np.load(path)
+        if str(base["platform"]) != meta["platform"] or not np.array_equal(base["task_keys"], keys) \
+                or not np.allclose(base["latencies"].reshape(-1), test.latencies):
+            raise SystemExit(f"{path}: its test programs are not the bundle's ({meta['platform']}); "
+                             "run the baseline step again on the dataset the bundle was prepared from")
+        models[str(base["baseline"])] = base["scores"]
+    baseline_name = next(iter(models))
     wanted = args.models.split(",")
     for path in args.scores:
         with np.load(path) as npz:
@@ -143,10 +146,16 @@ def report(args: argparse.Namespace) -> None:
         for label, row in result["models"][name].items():
             print(f"{name:<26} {label:<7} {row['tasks']:>3} {row['median']:>7.2f} {row['geomean']:>8.2f} "
                   f"{row['over_2x']:>5.2f} {row['over_3x']:>5.2f}")
+    # TenSet's scores of the same models (what recipe_sweep.py score reports; baselines: tlp eval's)
+    result["tenset"] = {}
+    print(f"\n{'model':<26} TenSet top-1 / top-5 over {len(keys)} held-out programs")
+    for name, scores in models.items():
+        tenset = score_models(test, scores, meta["held_out_networks"])
+        result["tenset"][name] = {"top1": tenset["top1"], "top5": tenset["top5"]}
+        print(f"{name:<26} {tenset['top1']:.3f} / {tenset['top5']:.3f}")
     result["origins"] = _origin_mix(args.dataset, meta["platform"], sizes)
     # The tasks that cost each network the most under the first model of --models (ensemble if there is one).
     focus = next((m for m in models if " x" in m), list(models)[-1])
-    baseline_name = str(base["baseline"])
     for network in meta["held_out_networks"]:
         rows = []
         for key in sizes:
@@ -179,7 +188,7 @@ def main() -> None:
     r = steps.add_parser("report")
     r.add_argument("--bundle", required=True)
     r.add_argument("--dataset", default="datasets/tlp-cpu", help="read for the origin mix of the held-out tasks")
-    r.add_argument("--baseline", required=True, help="the baseline step's .npz")
+    r.add_argument("--baseline", required=True, nargs="+", help="the baseline step's .npz file(s)")
     r.add_argument("--scores", nargs="+", required=True, help="recipe_sweep.py train scores.npz files")
     r.add_argument("--models", default="lstm+avg-tail", help="comma-separated recipes")
     r.add_argument("--top", type=int, default=5)

@@ -37,6 +37,7 @@ import shutil
 import signal
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,44 @@ def train(args: argparse.Namespace) -> None:
                                                "workers": args.workers, "unfinished": unfinished}, indent=1))
 
 
+# ---- rescore (here or there): trained checkpoints on another bundle -----------------------------------------------
+def rescore(args: argparse.Namespace) -> None:
+    """Scores of a train step's checkpoints (its ``checkpoints-*.tar`` files and ``rows.json``) on ``--bundle``:
+    the same models on a test split that has grown since (a bundle prepared later from the same training records,
+    which is checked). Weight averages are not kept as checkpoints by the machine's file limits here and so are
+    scored only when their tar is given."""
+    out = Path(args.out)
+    meta = json.loads((Path(args.bundle) / "bundle.json").read_text())
+    programs, _ = read_cache(Path(args.bundle) / "programs.npz")
+    test = test_split(programs, meta)
+    search_features = np.load(Path(args.bundle) / "search.npz")["features"]
+    rows = json.loads(Path(args.rows).read_text())["rows"]
+    scores, kept = {}, []
+    with tempfile.TemporaryDirectory() as unpacked:
+        for path in args.checkpoints:
+            with tarfile.open(path) as tar:
+                tar.extractall(unpacked, filter="data")
+        for row in rows:
+            name = f"{row['recipe']}-seed{row['seed']}"
+            checkpoint = Path(unpacked) / "checkpoints" / f"{name}.pt"
+            if not checkpoint.exists():
+                continue
+            model = TLPModel.load(checkpoint)
+            # The same vocabularies mean the same feature ids: the bundle was featurized as the model was trained.
+            if (model.featurizer.kinds, model.featurizer.strings) != (programs.featurizer.kinds,
+                                                                      programs.featurizer.strings):
+                raise SystemExit(f"{name}: its vocabularies are not the bundle's; prepare the bundle from the "
+                                 "records the model was trained on")
+            head = model.head_index(meta["platform"])
+            scores[f"{name} test"] = model.predict_features(test.features, head, precision="fp32")
+            scores[f"{name} search"] = model.predict_features(search_features, head, precision="fp32")
+            kept.append(row)
+            print(name, flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / "scores.npz", **scores)
+    (out / "rows.json").write_text(json.dumps({"rows": kept, "rescored_on": str(args.bundle)}, indent=1))
+
+
 # ---- score (here) ----------------------------------------------------------------------------------------------
 def _metrics(test: Any, test_scores: np.ndarray, search: Any, search_scores: np.ndarray, populations: Any,
              networks: list[str]) -> dict[str, Any]:
@@ -341,6 +380,11 @@ def main() -> None:
     t.add_argument("--averaged", action="store_true", help="also keep each training's weight averages "
                    "(AVERAGES: recipe+avg-tail, recipe+avg-half), scored as recipes of their own")
     t.add_argument("--out", required=True)
+    r = steps.add_parser("rescore")
+    r.add_argument("--bundle", required=True)
+    r.add_argument("--checkpoints", nargs="+", required=True, help="checkpoints-*.tar files of train steps")
+    r.add_argument("--rows", required=True, help="the train step's rows.json")
+    r.add_argument("--out", required=True)
     s = steps.add_parser("score")
     s.add_argument("--dataset", default="datasets/tlp-cpu")
     s.add_argument("--bundle", required=True)
@@ -351,7 +395,7 @@ def main() -> None:
     s.add_argument("--subsets", help="comma-separated ensemble sizes: TenSet top-1 of 30 random member subsets each")
     s.add_argument("--out", required=True)
     args = parser.parse_args()
-    {"prepare": prepare, "train": train, "score": score}[args.step](args)
+    {"prepare": prepare, "train": train, "rescore": rescore, "score": score}[args.step](args)
 
 
 if __name__ == "__main__":
