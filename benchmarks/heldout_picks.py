@@ -7,7 +7,7 @@ programs the task has (on the Zen 4, 96 % of the programs of held-out tasks with
 from the design space; the larger tasks hold mostly search-produced programs), and the tasks that cost each
 network the most.
 
-Two steps (the first trains XGBoost as ``tlp eval --baselines xgb`` does, ~30-60 min on 2 cores):
+Two steps (the first trains XGBoost as ``tlp eval --baselines xgb`` does, ~15 min on 2 cores for 31k records):
 
     .venv/bin/python benchmarks/heldout_picks.py baseline --platform llvm-znver4-2c-2d80d0a8 \\
         --out benchmarks/results/xgb_zen4_test_scores.npz
