@@ -157,7 +157,8 @@ def task_origins(dataset: Dataset, platform_id: str) -> dict[str, Counter]:
     per_task: dict[str, Counter] = {}
     for program in stored[platform_id].values():
         if program.latency is not None:
-            per_task.setdefault(program.workload_key, Counter())[_resolved_origin(program, first_origins)["source"]] += 1
+            source = _resolved_origin(program, first_origins)["source"]
+            per_task.setdefault(program.workload_key, Counter())[source] += 1
     return per_task
 
 
