@@ -167,12 +167,18 @@ def _keep(model: TLPModel, name: str, row: dict[str, Any], test: Any, search_fea
           meta: dict[str, Any], out: str) -> dict[str, Any]:
     """Save the model and its fp32 scores of the test and search programs."""
     model.save(Path(out) / "checkpoints" / f"{name}.pt")
-    head = model.head_index(meta["platform"])
-    np.savez(Path(out) / "checkpoints" / f"{name}.scores.npz",
-             test=model.predict_features(test.features, head, precision="fp32"),
-             search=model.predict_features(search_features, head, precision="fp32"))
+    test_scores, search_scores = _model_scores(model, meta, test, search_features)
+    np.savez(Path(out) / "checkpoints" / f"{name}.scores.npz", test=test_scores, search=search_scores)
     print(json.dumps(row), flush=True)
     return row
+
+
+def _model_scores(model: TLPModel, meta: dict[str, Any], test: Any, search_features: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The scored platform's head's fp32 scores of the bundle's test and search programs."""
+    head = model.head_index(meta["platform"])
+    return (model.predict_features(test.features, head, precision="fp32"),
+            model.predict_features(search_features, head, precision="fp32"))
 
 
 def test_split(programs: Any, meta: dict[str, Any]) -> Any:
@@ -231,8 +237,8 @@ def train(args: argparse.Namespace) -> None:
 def rescore(args: argparse.Namespace) -> None:
     """Scores of a train step's checkpoints (its ``checkpoints-*.tar`` files and ``rows.json``) on ``--bundle``:
     the same models on a test split that has grown since (a bundle prepared later from the same training records,
-    which is checked). Weight averages are not kept as checkpoints by the machine's file limits here and so are
-    scored only when their tar is given."""
+    whose vocabularies are checked). Rows without a checkpoint in the tars (a weight average whose tar was not
+    brought back, say) are left out and counted."""
     out = Path(args.out)
     meta = json.loads((Path(args.bundle) / "bundle.json").read_text())
     programs, _ = read_cache(Path(args.bundle) / "programs.npz")
@@ -255,11 +261,10 @@ def rescore(args: argparse.Namespace) -> None:
                                                                       programs.featurizer.strings):
                 raise SystemExit(f"{name}: its vocabularies are not the bundle's; prepare the bundle from the "
                                  "records the model was trained on")
-            head = model.head_index(meta["platform"])
-            scores[f"{name} test"] = model.predict_features(test.features, head, precision="fp32")
-            scores[f"{name} search"] = model.predict_features(search_features, head, precision="fp32")
+            scores[f"{name} test"], scores[f"{name} search"] = _model_scores(model, meta, test, search_features)
             kept.append(row)
             print(name, flush=True)
+    print(f"{len(kept)} of {len(rows)} trainings rescored (the others have no checkpoint in the tars)", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / "scores.npz", **scores)
     (out / "rows.json").write_text(json.dumps({"rows": kept, "rescored_on": str(args.bundle)}, indent=1))
