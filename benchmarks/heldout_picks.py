@@ -151,7 +151,8 @@ def report(args: argparse.Namespace) -> None:
     print(f"\n{'model':<26} TenSet top-1 / top-5 over {len(keys)} held-out programs")
     for name, scores in models.items():
         tenset = score_models(test, scores, meta["held_out_networks"])
-        result["tenset"][name] = {"top1": tenset["top1"], "top5": tenset["top5"]}
+        result["tenset"][name] = {"top1": tenset["top1"], "top5": tenset["top5"],
+                                  "per_network_top1": {n: r["top1"] for n, r in tenset["per_network"].items()}}
         print(f"{name:<26} {tenset['top1']:.3f} / {tenset['top5']:.3f}")
     result["origins"] = _origin_mix(args.dataset, meta["platform"], sizes)
     # The tasks that cost each network the most under the first model of --models (ensemble if there is one).
