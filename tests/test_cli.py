@@ -72,3 +72,13 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
 def test_train_refuses_an_empty_dataset(tmp_path):
     result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"))
     assert result.returncode == 2 and "choose one with --platform" in result.stderr
+
+
+def test_train_loss_choices_are_the_library_losses():
+    # The parser lists the losses itself (building it must not import torch); this keeps the two lists in step.
+    from tlp.cli import build_parser
+    from tlp.model.losses import LOSSES
+
+    train = next(a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions
+                 if a.dest == "loss")
+    assert set(train.choices) == set(LOSSES)
