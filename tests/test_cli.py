@@ -68,6 +68,16 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     # online fine-tuning reuses the checkpoint's loss
     assert model.train_config.loss == "listwise" and model.train_config.patience == 5
 
+    # A student distilled from it (one teacher here; users pass several seeds) says where its targets came from.
+    student = tmp_path / "student.pt"
+    result = run("train", str(dataset.path), "--out", str(student), "--epochs", "1", "--hidden", "16", "-q",
+                 "--loss", "soft-listwise", "--distil-from", str(out), "--distil-alpha", "0.25")
+    assert result.returncode == 0, result.stderr
+    assert TLPModel.load(student).meta["distilled_from"] == {"teachers": [str(out)], "alpha": 0.25}
+    result = run("train", str(dataset.path), "--out", str(tmp_path / "no.pt"), "--epochs", "1", "--hidden", "16",
+                 "-q", "--distil-from", str(out))  # the default loss, lambdarank, is pairwise
+    assert result.returncode == 2 and "listwise loss" in result.stderr and not (tmp_path / "no.pt").exists()
+
 
 def test_train_refuses_an_empty_dataset(tmp_path):
     result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"))

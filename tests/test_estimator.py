@@ -124,3 +124,44 @@ def test_programs_per_task_caps_what_each_step_ranks(collected, host_platform, m
                      train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="listwise", programs_per_task=3))
     model.fit(programs, progress=False)
     assert seen and max(seen) == 3
+
+
+def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(collected, host_platform, trained,
+                                                                         monkeypatch):
+    from tlp.features.tensors import MultiPlatformPrograms
+    from tlp.model import losses
+    from tlp.model.distil import DistillationError, distillation_targets, ensemble_scores
+
+    teacher, programs, _ = trained
+    data = MultiPlatformPrograms.join([programs])
+    scores = ensemble_scores([teacher, teacher], data)
+    features = programs.featurize(teacher.featurizer)
+    assert np.allclose(scores[:, 0], teacher.predict_features(features, precision="fp32"), atol=1e-5)
+    groups = data.group_ids()
+    # alpha 0: within each task, softmax(targets / T) is softmax(teacher scores); alpha 1: the measured target.
+    for alpha, expected_logits in ((0.0, scores[:, 0]), (1.0, data.labels()[:, 0] / 0.3)):
+        targets = distillation_targets(data, scores, "soft-listwise", alpha)[:, 0]
+        for group in np.unique(groups):
+            rows = groups == group
+            got, want = np.exp(targets[rows] / 0.3), np.exp(expected_logits[rows] - expected_logits[rows].max())
+            assert np.allclose(got / got.sum(), want / want.sum(), atol=1e-4)
+    with pytest.raises(DistillationError, match="listwise"):
+        distillation_targets(data, scores, "lambdarank")
+    # The student trains on the targets (a loss that records what it is given) and validates on latencies.
+    targets = distillation_targets(data, scores, "listwise")
+    given: list[float] = []
+
+    def recording(scores, labels, group_ids):
+        given.extend(labels.tolist())
+        return losses.listwise_loss(scores, labels, group_ids)
+
+    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    student = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
+                       train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="listwise", seed=1))
+    history = student.fit(data, progress=False, targets=targets)
+    assert len(history.epochs) == 2 and np.isfinite(history.best_val_top1)
+    distance = lambda values, pool: np.abs(np.array(values)[:, None] - pool[None, :]).min(axis=1)  # noqa: E731
+    assert given and distance(given, targets[:, 0]).max() < 1e-6
+    assert distance(given, data.labels()[:, 0]).max() > 1e-3
+    with pytest.raises(ValueError, match="targets of shape"):
+        student.fit(data, progress=False, targets=targets[:-1])

@@ -276,6 +276,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.patience is not None and args.patience < 1:
         raise TLPError(f"tlp train: --patience must be at least 1 epoch, got {args.patience}")
+    if args.distil_from:
+        from tlp.model.distil import check_distillation_loss
+
+        check_distillation_loss(args.loss)  # before the dataset is read
     dataset = Dataset(args.dataset)
     if args.add_heads_to:
         return _add_heads(dataset, args)
@@ -303,7 +307,15 @@ def cmd_train(args: argparse.Namespace) -> int:
                                  weights=args.weights,
                                  **({"patience": args.patience} if args.patience is not None else {})))
     platform_info = {p: dataset.store(p).platform.to_json() for p in platform_ids}
-    history = model.fit(train, progress=not args.quiet, platform_info=platform_info)
+    targets = None
+    if args.distil_from:
+        from tlp.model.distil import distillation_targets, ensemble_scores
+        from tlp.models import model_path
+
+        teachers = [TLPModel.load(model_path(path)) for path in args.distil_from]
+        targets = distillation_targets(train, ensemble_scores(teachers, train), args.loss, args.distil_alpha)
+        model.meta["distilled_from"] = {"teachers": list(args.distil_from), "alpha": args.distil_alpha}
+    history = model.fit(train, progress=not args.quiet, platform_info=platform_info, targets=targets)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
                        "platform_info": platform_info,
                        "held_out_networks": held_out, "skipped": dict(programs.skipped),
@@ -490,6 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "listwise", "mse", "soft-listwise",
                                                                    "listwise+pairwise"])
+    train.add_argument("--distil-from", nargs="+", metavar="MODEL",
+                       help="train on the mean scores of these models (e.g. the same recipe with several --seed "
+                            "values, trained on the same dataset and crop) instead of the measured labels: one "
+                            "model that ranks like the ensemble (needs --loss listwise or soft-listwise)")
+    train.add_argument("--distil-alpha", type=float, default=0.0,
+                       help="with --distil-from: weight of the measured labels in the targets (0: the teachers' only)")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--patience", type=int,
                        help="stop after this many epochs without a better validation top-1 (default 10; the best "

@@ -163,7 +163,8 @@ class TLPModel:
 
     def fit(self, programs: LabeledPrograms | MultiPlatformPrograms | FeaturizedPrograms, progress: bool = True,
             on_epoch: Callable[[dict[str, float]], None] | None = None,
-            platform_info: Mapping[str, dict[str, Any]] | None = None) -> TrainHistory:
+            platform_info: Mapping[str, dict[str, Any]] | None = None,
+            targets: np.ndarray | None = None) -> TrainHistory:
         """Train on ``programs`` (one platform, or several: one head each, the sum of their losses).
 
         A random ``val_fraction`` of the *tasks* is held out for early stopping on the mean per-task top-1 of
@@ -174,6 +175,9 @@ class TLPModel:
         gradient: its head would stay random. It becomes a copy of the nearest trained platform's head instead
         (``meta["head_sources"]``), nearest by ``platform_info`` (platform id -> ``Platform.to_json()``; see
         :func:`tlp.platform.nearest_platform`), else the platform with the most training programs.
+
+        ``targets``: ``[N, P]`` labels to train on instead of the measured ones (per-task normalized throughput),
+        e.g. a seed ensemble's (:mod:`tlp.model.distil`); validation and early stopping still use the latencies.
         """
         if isinstance(programs, FeaturizedPrograms):
             data: MultiPlatformPrograms | FeaturizedPrograms = programs
@@ -190,7 +194,10 @@ class TLPModel:
         self.platforms = [p for p in data.platform_ids if p]
         self.net = TLPNet(self.featurizer.config, self.model_config, num_heads=max(1, len(data.platform_ids)))
         parameters = [{"params": list(self.net.parameters()), "lr": self.train_config.lr}]
-        history, info = self._train(data, list(range(len(data.platform_ids))), parameters, progress, on_epoch)
+        if targets is not None and targets.shape != data.latencies.shape:
+            raise ValueError(f"targets of shape {targets.shape} for {data.latencies.shape} programs x platforms")
+        history, info = self._train(data, list(range(len(data.platform_ids))), parameters, progress, on_epoch,
+                                    targets)
         untrained = [self.platforms[c] for c in info.pop("untrained_columns") if c < len(self.platforms)]
         self.meta.update({"best_epoch": history.best_epoch, "best_val_top1": history.best_val_top1, **info,
                           **({"averaged_epochs": history.averaged_epochs} if history.averaged_epochs else {})})
@@ -276,15 +283,16 @@ class TLPModel:
         return history
 
     def _train(self, data: MultiPlatformPrograms | FeaturizedPrograms, heads: list[int],
-               parameters: list[dict[str, Any]], progress: bool, on_epoch: Callable[[dict[str, float]], None] | None
-               ) -> tuple[TrainHistory, dict[str, Any]]:
-        """The training loop: column ``p`` of ``data`` trains head ``heads[p]``; early stopping on validation."""
+               parameters: list[dict[str, Any]], progress: bool, on_epoch: Callable[[dict[str, float]], None] | None,
+               targets: np.ndarray | None = None) -> tuple[TrainHistory, dict[str, Any]]:
+        """The training loop: column ``p`` of ``data`` trains head ``heads[p]`` on its labels (``targets`` instead,
+        when given); early stopping on validation."""
         assert self.net is not None
         cfg = self.train_config
         if cfg.weights not in WEIGHTS:
             raise ValueError(f"TrainConfig.weights must be one of {', '.join(WEIGHTS)}, got {cfg.weights!r}")
         features = torch.from_numpy(data.featurize(self.featurizer))
-        labels = torch.from_numpy(data.labels())
+        labels = torch.from_numpy(data.labels() if targets is None else targets.astype(np.float32))
         measured = ~np.isnan(data.latencies)  # [N, P]
         lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
         groups = data.group_ids()

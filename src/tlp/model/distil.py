@@ -1,0 +1,90 @@
+"""Distillation: one model trained to rank as a seed ensemble ranks.
+
+Why: held-out ranking of a single trained model is a seed lottery (the TenSet top-1 of seven compact LSTMs trained
+alike spans 0.27-0.66 on the Zen 4 held-out networks), and the mean of seven seeds' scores ranks better than any of
+them (0.710) but costs seven networks per candidate in the search. A student trained on the ensemble's mean scores
+costs one (``benchmarks/README.md``, "Distilling the seed ensemble").
+
+The teachers' mean score of each program becomes its target: within a task, the student's listwise loss pulls
+softmax(student scores) towards ``alpha`` x softmax(measured labels / T) + (1 - alpha) x softmax(teacher mean).
+Written as labels for the listwise losses (which compare softmax(labels / T) with softmax(scores)) that is
+``T x log(mixture)``, so the training loop and the losses stay as they are; validation and early stopping still use
+the measured latencies.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from tlp import TLPError
+from tlp.features.tensors import FeaturizedPrograms, MultiPlatformPrograms
+
+# The listwise losses and the temperature each compares its targets at (tlp.model.losses); a pairwise loss reads
+# labels as gains, which a teacher's log-probabilities are not.
+LISTWISE_TEMPERATURES = {"listwise": 0.1, "soft-listwise": 0.3}
+
+
+class DistillationError(TLPError, ValueError):
+    """Teachers and programs (or a loss) that cannot be distilled together."""
+
+
+def check_distillation_loss(loss: str) -> None:
+    """Refuse a loss the targets do not fit (a pairwise loss reads labels as gains)."""
+    if loss not in LISTWISE_TEMPERATURES:
+        raise DistillationError(f"distillation trains with a listwise loss ({', '.join(LISTWISE_TEMPERATURES)}), "
+                                f"not {loss!r}")
+
+
+def ensemble_scores(teachers: Sequence[Any], programs: FeaturizedPrograms | MultiPlatformPrograms) -> np.ndarray:
+    """``[N, P]``: the mean over ``teachers`` (``TLPModel``) of each program's score by the teacher's head for
+    platform ``programs.platform_ids[p]``; NaN where the program was not measured on that platform.
+
+    Featurized programs are scored as they are, which needs teachers made on the same features (the same dataset,
+    crop and vocabularies: ``FeaturizerMismatchError`` otherwise); traces are featurized by each teacher itself.
+    """
+    if not teachers:
+        raise DistillationError("no teacher to distil from")
+    measured = ~np.isnan(programs.latencies)
+    total = np.zeros(programs.latencies.shape, dtype=np.float64)
+    for teacher in teachers:
+        if isinstance(programs, FeaturizedPrograms):
+            features = programs.featurize(teacher.featurizer)
+        else:
+            features = teacher.featurizer.transform(programs.traces,
+                                                    [programs.extents.get(k) for k in programs.task_keys])
+        for column, platform_id in enumerate(programs.platform_ids):
+            rows = np.nonzero(measured[:, column])[0]
+            total[rows, column] += teacher.predict_features(features[rows], teacher.head_index(platform_id),
+                                                            precision="fp32")
+    return np.where(measured, total / len(teachers), np.nan)
+
+
+def distillation_targets(programs: FeaturizedPrograms | MultiPlatformPrograms, teacher_scores: np.ndarray,
+                         loss: str, alpha: float = 0.0) -> np.ndarray:
+    """``[N, P]`` labels for ``TLPModel.fit(targets=...)``: with ``loss``'s temperature T, softmax(labels / T) within
+    each task and platform is ``alpha`` x the measured target + (1 - alpha) x softmax(teacher scores)."""
+    check_distillation_loss(loss)
+    if not 0.0 <= alpha <= 1.0:
+        raise DistillationError(f"alpha (the weight of the measured labels) must be in [0, 1], got {alpha}")
+    if teacher_scores.shape != programs.latencies.shape:
+        raise DistillationError(f"teacher scores of shape {teacher_scores.shape} for {programs.latencies.shape} "
+                                "programs x platforms")
+    temperature = LISTWISE_TEMPERATURES[loss]
+    labels = programs.labels().astype(np.float64)
+    targets = np.full(labels.shape, np.nan)
+    groups = programs.group_ids()
+    for column in range(labels.shape[1]):
+        measured = ~np.isnan(programs.latencies[:, column])
+        for group in np.unique(groups[measured]):
+            rows = np.nonzero(measured & (groups == group))[0]
+            mixture = alpha * _softmax(labels[rows, column] / temperature) + (1 - alpha) * _softmax(
+                teacher_scores[rows, column])
+            targets[rows, column] = temperature * np.log(mixture + 1e-30)
+    return targets.astype(np.float32)
+
+
+def _softmax(values: np.ndarray) -> np.ndarray:
+    exp = np.exp(values - values.max())
+    return exp / exp.sum()
