@@ -67,10 +67,15 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lstm-soft": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
     "lstm-pairwise": ({"arch": "lstm"}, {"loss": "listwise+pairwise"}),
     "lstm-sample64": ({"arch": "lstm"}, {"programs_per_task": 64}),
+    # Distilled from a seed ensemble (``train --teachers``): the soft-listwise recipe on the teachers' mean scores.
+    "lstm-soft-distil": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
 }
+# Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
+DISTILLED = {"lstm-soft-distil": 0.0}
+TEACHER_SCORES = "teacher_scores.npy"  # in the train step's --out: the teachers' mean scores of the training programs
 
 
 # ---- prepare (here, with TVM) ----------------------------------------------------------------------------------
@@ -143,11 +148,17 @@ def _train_one(job: tuple[str, int, str, str, bool]) -> list[dict[str, Any]]:
     model_overrides, train_overrides = RECIPES[recipe]
     model = TLPModel(programs.featurizer.config, ModelConfig(**{**BASE_MODEL, **model_overrides}),
                      TrainConfig(**{**BASE_TRAIN, **train_overrides, "seed": seed}))
+    targets = None
+    if recipe in DISTILLED:
+        from tlp.model.distil import distillation_targets  # pylint: disable=import-outside-toplevel
+
+        targets = distillation_targets(train, np.load(Path(out) / TEACHER_SCORES), model.train_config.loss,
+                                       DISTILLED[recipe])
     snapshots: list[dict[str, Any]] = []
     on_epoch = (lambda _row: snapshots.append({k: v.detach().to("cpu", copy=True)
                                                 for k, v in model.net.state_dict().items()})) if averaged else None
     start = time.perf_counter()
-    history = model.fit(train, progress=False, on_epoch=on_epoch)
+    history = model.fit(train, progress=False, on_epoch=on_epoch, targets=targets)
     train_s = time.perf_counter() - start
     row = {"recipe": recipe, "seed": seed, "best_epoch": history.best_epoch, "epochs_run": len(history.epochs),
            "best_val_top1": history.best_val_top1, "train_s": round(train_s, 1), "device": model._device().type,
@@ -195,6 +206,8 @@ def train(args: argparse.Namespace) -> None:
     unknown = sorted({r for r, *_ in jobs} - set(RECIPES))
     if unknown:
         raise SystemExit(f"unknown recipe(s) {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    if any(r in DISTILLED for r, *_ in jobs):
+        _teacher_scores(args.bundle, args.teachers, out)
     # A plain kill of this process must stop the trainings too: leaving the pool's context terminates them, and
     # SIGTERM otherwise ends Python without leaving it (the workers then train on, holding the cores).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -231,6 +244,30 @@ def train(args: argparse.Namespace) -> None:
     shutil.rmtree(out / "checkpoints")
     (out / "rows.json").write_text(json.dumps({"rows": rows, "wall_s": round(time.perf_counter() - started, 1),
                                                "workers": args.workers, "unfinished": unfinished}, indent=1))
+
+
+def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
+    """The mean scores of the ``--teachers`` checkpoints (files, or ``checkpoints-*.tar`` of train steps) of the
+    bundle's training programs, written once for the distilled recipes' trainings."""
+    from tlp.model.distil import ensemble_scores  # pylint: disable=import-outside-toplevel
+
+    if not teachers:
+        raise SystemExit(f"recipes {', '.join(DISTILLED)} need --teachers")
+    meta = json.loads((Path(bundle) / "bundle.json").read_text())
+    programs, _ = read_cache(Path(bundle) / "programs.npz")
+    train_programs, _ = programs.split_by_network(set(meta["held_out_networks"]))
+    with tempfile.TemporaryDirectory() as unpacked:
+        paths = []
+        for path in teachers:
+            if path.endswith(".tar"):
+                with tarfile.open(path) as tar:
+                    tar.extractall(unpacked, filter="data")
+                    paths += [Path(unpacked) / m.name for m in tar.getmembers() if m.name.endswith(".pt")]
+            else:
+                paths.append(Path(path))
+        models = [TLPModel.load(p) for p in paths]
+    np.save(out / TEACHER_SCORES, ensemble_scores(models, train_programs))
+    print(f"teachers: {', '.join(p.stem for p in paths)}", flush=True)
 
 
 # ---- rescore (here or there): trained checkpoints on another bundle -----------------------------------------------
@@ -382,6 +419,8 @@ def main() -> None:
     t.add_argument("--seeds", default="0,1,2")
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--deadline-s", type=float, default=float("inf"), help="stop waiting after this many seconds")
+    t.add_argument("--teachers", nargs="+", help="for the distilled recipes (DISTILLED): the checkpoints (files or "
+                   "checkpoints-*.tar) whose mean scores they train on")
     t.add_argument("--averaged", action="store_true", help="also keep each training's weight averages "
                    "(AVERAGES: recipe+avg-tail, recipe+avg-half), scored as recipes of their own")
     t.add_argument("--out", required=True)
