@@ -165,3 +165,14 @@ def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(colle
     assert distance(given, data.labels()[:, 0]).max() > 1e-3
     with pytest.raises(ValueError, match="targets of shape"):
         student.fit(data, progress=False, targets=targets[:-1])
+
+
+def test_distillation_refuses_a_teacher_without_a_head_for_a_platform(trained):
+    from tlp.features.tensors import MultiPlatformPrograms
+    from tlp.model.distil import DistillationError, ensemble_scores
+
+    teacher, programs, _ = trained
+    other = MultiPlatformPrograms.join([programs])
+    other.platform_ids = ["llvm-elsewhere-2c-00000000"]
+    with pytest.raises(DistillationError, match=r"teacher 1 has no trained head for platform\(s\) llvm-elsewhere"):
+        ensemble_scores([teacher], other)

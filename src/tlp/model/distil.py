@@ -43,9 +43,16 @@ def ensemble_scores(teachers: Sequence[Any], programs: FeaturizedPrograms | Mult
 
     Featurized programs are scored as they are, which needs teachers made on the same features (the same dataset,
     crop and vocabularies: ``FeaturizerMismatchError`` otherwise); traces are featurized by each teacher itself.
+    Every teacher needs a head of its own for every platform (a copied head would teach another machine's order).
     """
     if not teachers:
         raise DistillationError("no teacher to distil from")
+    for number, teacher in enumerate(teachers, 1):
+        untrained = {*teacher.meta.get("head_sources", {})}
+        lacking = [p for p in programs.platform_ids if p not in teacher.platforms or p in untrained]
+        if teacher.platforms and lacking:
+            raise DistillationError(f"teacher {number} has no trained head for platform(s) {', '.join(lacking)} "
+                                    f"(its heads: {', '.join(p for p in teacher.platforms if p not in untrained)})")
     measured = ~np.isnan(programs.latencies)
     total = np.zeros(programs.latencies.shape, dtype=np.float64)
     for teacher in teachers:
