@@ -1,5 +1,6 @@
 """TLPModel on real measured programs: fit, predict, checkpoints."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -176,3 +177,40 @@ def test_distillation_refuses_a_teacher_without_a_head_for_a_platform(trained):
     other.platform_ids = ["llvm-elsewhere-2c-00000000"]
     with pytest.raises(DistillationError, match=r"teacher 1 has no trained head for platform\(s\) llvm-elsewhere"):
         ensemble_scores([teacher], other)
+
+
+def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(trained, monkeypatch):
+    from tlp.features.tensors import FeaturizedPrograms
+    from tlp.model import losses
+    from tlp.model.distil import distillation_targets, ensemble_scores
+
+    teacher, programs, _ = trained
+    measured = FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
+                                  programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
+                                  teacher.featurizer)
+    # The same programs again as unmeasured ones of other tasks (a transfer set: no latency, a teacher's ranking).
+    unmeasured = dataclasses.replace(measured, task_keys=[f"unmeasured-{k}" for k in measured.task_keys],
+                                     latencies=np.full_like(measured.latencies, np.nan))
+    both = dataclasses.replace(measured, features=np.concatenate([measured.features, unmeasured.features]),
+                               task_keys=measured.task_keys + unmeasured.task_keys,
+                               latencies=np.concatenate([measured.latencies, unmeasured.latencies]))
+    targets = distillation_targets(both, ensemble_scores([teacher], both), "listwise", alpha=0.5)
+    assert np.isfinite(targets).all()  # unmeasured tasks: the teacher's ranking alone
+    half = len(measured.task_keys)
+    assert np.allclose(targets[half:], distillation_targets(both, ensemble_scores([teacher], both), "listwise",
+                                                            alpha=0.0)[half:], atol=1e-5)
+    assert np.isnan(distillation_targets(both, ensemble_scores([teacher], both), "listwise", alpha=1.0)[half:]).all()
+    trained_on: set[int] = set()
+
+    def recording(scores, labels, group_ids):
+        trained_on.update(group_ids.tolist())
+        return losses.listwise_loss(scores, labels, group_ids)
+
+    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    student = TLPModel(teacher.featurizer.config, ModelConfig(hidden=16, heads=2),
+                       TrainConfig(epochs=1, val_fraction=0.5, loss="listwise", seed=2))
+    student.fit(both, progress=False, targets=targets)
+    groups = both.group_ids()
+    unmeasured_groups = set(groups[half:].tolist())
+    assert unmeasured_groups <= trained_on  # every unmeasured task trained (none was drawn for validation)
+    assert student.meta["val_tasks"] == round(0.5 * len(set(measured.task_keys)))

@@ -39,7 +39,7 @@ def check_distillation_loss(loss: str) -> None:
 
 def ensemble_scores(teachers: Sequence[Any], programs: FeaturizedPrograms | MultiPlatformPrograms) -> np.ndarray:
     """``[N, P]``: the mean over ``teachers`` (``TLPModel``) of each program's score by the teacher's head for
-    platform ``programs.platform_ids[p]``; NaN where the program was not measured on that platform.
+    platform ``programs.platform_ids[p]``, measured there or not (a teacher ranks unmeasured programs too).
 
     Featurized programs are scored as they are, which needs teachers made on the same features (the same dataset,
     crop and vocabularies: ``FeaturizerMismatchError`` otherwise); traces are featurized by each teacher itself.
@@ -53,7 +53,6 @@ def ensemble_scores(teachers: Sequence[Any], programs: FeaturizedPrograms | Mult
         if teacher.platforms and lacking:
             raise DistillationError(f"teacher {number} has no trained head for platform(s) {', '.join(lacking)} "
                                     f"(its heads: {', '.join(p for p in teacher.platforms if p not in untrained)})")
-    measured = ~np.isnan(programs.latencies)
     total = np.zeros(programs.latencies.shape, dtype=np.float64)
     for teacher in teachers:
         if isinstance(programs, FeaturizedPrograms):
@@ -62,16 +61,16 @@ def ensemble_scores(teachers: Sequence[Any], programs: FeaturizedPrograms | Mult
             features = teacher.featurizer.transform(programs.traces,
                                                     [programs.extents.get(k) for k in programs.task_keys])
         for column, platform_id in enumerate(programs.platform_ids):
-            rows = np.nonzero(measured[:, column])[0]
-            total[rows, column] += teacher.predict_features(features[rows], teacher.head_index(platform_id),
-                                                            precision="fp32")
-    return np.where(measured, total / len(teachers), np.nan)
+            total[:, column] += teacher.predict_features(features, teacher.head_index(platform_id), precision="fp32")
+    return total / len(teachers)
 
 
 def distillation_targets(programs: FeaturizedPrograms | MultiPlatformPrograms, teacher_scores: np.ndarray,
                          loss: str, alpha: float = 0.0) -> np.ndarray:
-    """``[N, P]`` labels for ``TLPModel.fit(targets=...)``: with ``loss``'s temperature T, softmax(labels / T) within
-    each task and platform is ``alpha`` x the measured target + (1 - alpha) x softmax(teacher scores)."""
+    """``[N, P]`` labels for ``TLPModel.fit(targets=...)``: with ``loss``'s temperature T, softmax(labels / T) over
+    each task's programs is ``alpha`` x the measured target (softmax of the measured labels / T; nothing for an
+    unmeasured program) + (1 - alpha) x softmax(teacher scores). A task with no measurement on a platform gets the
+    teachers' ranking alone; with ``alpha`` 1 (no teacher) unmeasured programs get no target (NaN)."""
     check_distillation_loss(loss)
     if not 0.0 <= alpha <= 1.0:
         raise DistillationError(f"alpha (the weight of the measured labels) must be in [0, 1], got {alpha}")
@@ -84,10 +83,20 @@ def distillation_targets(programs: FeaturizedPrograms | MultiPlatformPrograms, t
     groups = programs.group_ids()
     for column in range(labels.shape[1]):
         measured = ~np.isnan(programs.latencies[:, column])
-        for group in np.unique(groups[measured]):
-            rows = np.nonzero(measured & (groups == group))[0]
-            mixture = alpha * _softmax(labels[rows, column] / temperature) + (1 - alpha) * _softmax(
-                teacher_scores[rows, column])
+        for group in np.unique(groups):
+            rows = np.nonzero(groups == group)[0]
+            on = measured[rows]
+            if alpha == 1.0:
+                rows, on = rows[on], on[on]
+            if not len(rows):
+                continue
+            mixture = (1 - alpha) * _softmax(teacher_scores[rows, column]) if alpha < 1.0 else np.zeros(len(rows))
+            if on.any():
+                measured_part = np.zeros(len(rows))
+                measured_part[on] = _softmax(labels[rows[on], column] / temperature)
+                mixture += alpha * measured_part
+            else:
+                mixture /= mixture.sum()  # the teachers' ranking alone
             targets[rows, column] = temperature * np.log(mixture + 1e-30)
     return targets.astype(np.float32)
 

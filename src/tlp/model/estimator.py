@@ -177,7 +177,8 @@ class TLPModel:
         :func:`tlp.platform.nearest_platform`), else the platform with the most training programs.
 
         ``targets``: ``[N, P]`` labels to train on instead of the measured ones (per-task normalized throughput),
-        e.g. a seed ensemble's (:mod:`tlp.model.distil`); validation and early stopping still use the latencies.
+        e.g. a seed ensemble's (:mod:`tlp.model.distil`); validation and early stopping still use the latencies. A
+        program with a target and no latency (NaN) trains too: unmeasured programs ranked by teachers.
         """
         if isinstance(programs, FeaturizedPrograms):
             data: MultiPlatformPrograms | FeaturizedPrograms = programs
@@ -294,13 +295,18 @@ class TLPModel:
         features = torch.from_numpy(data.featurize(self.featurizer))
         labels = torch.from_numpy(data.labels() if targets is None else targets.astype(np.float32))
         measured = ~np.isnan(data.latencies)  # [N, P]
+        # Programs with a target but no measurement (a teacher's ranking of unmeasured programs) train; only measured
+        # ones validate, so validation tasks are drawn among the tasks with a measurement.
+        trainable = measured if targets is None else measured | ~np.isnan(targets)
         lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
         groups = data.group_ids()
         tasks = np.unique(groups)
-        if not len(tasks):
+        labeled_tasks = np.unique(groups[measured.any(axis=1)])
+        if not len(labeled_tasks):
             raise ValueError("no measured program to train on")
         rng = np.random.default_rng(cfg.seed)
-        val_tasks = set(rng.choice(tasks, size=max(1, int(round(cfg.val_fraction * len(tasks)))), replace=False))
+        val_tasks = set(rng.choice(labeled_tasks, size=max(1, int(round(cfg.val_fraction * len(labeled_tasks)))),
+                                   replace=False))
         if len(val_tasks) == len(tasks) and len(tasks) > 1:
             val_tasks.pop()  # keep at least one task to train on
         train_tasks = np.array([t for t in tasks if t not in val_tasks])
@@ -334,7 +340,7 @@ class TLPModel:
                 # measured on that platform (a program unmeasured somewhere trains only the other heads).
                 loss = None
                 for column, head in enumerate(heads):
-                    rows = np.nonzero(measured[index, column])[0]
+                    rows = np.nonzero(trainable[index, column])[0]
                     if len(rows) < 2:
                         continue
                     r = torch.from_numpy(rows).to(device)
@@ -375,9 +381,9 @@ class TLPModel:
         if best_state is not None:
             self.net.load_state_dict(best_state)
         self.net.to("cpu").eval()
-        # A column trains only where a training task has two programs measured on it (a ranking needs a pair).
+        # A column trains only where a training task has two programs to rank on it (measured, or with a target).
         untrained = [c for c in range(len(heads))
-                     if not any(measured[task_index[t], c].sum() >= 2 for t in train_tasks)]
+                     if not any(trainable[task_index[t], c].sum() >= 2 for t in train_tasks)]
         info = {"train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
                 "val_tasks": int(len(val_tasks)), "untrained_columns": untrained}
         return history, info
