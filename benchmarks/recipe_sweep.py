@@ -69,13 +69,17 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lstm-sample64": ({"arch": "lstm"}, {"programs_per_task": 64}),
     # Distilled from a seed ensemble (``train --teachers``): the soft-listwise recipe on the teachers' mean scores.
     "lstm-soft-distil": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
+    # ... and on their ranking of the bundle's unmeasured transfer programs (``transfer`` step): new shapes.
+    "lstm-soft-distil-transfer": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
 }
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
-DISTILLED = {"lstm-soft-distil": 0.0}
-TEACHER_SCORES = "teacher_scores.npy"  # in the train step's --out: the teachers' mean scores of the training programs
+DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0}
+TRANSFERRED = {"lstm-soft-distil-transfer"}  # recipes that also train on the bundle's transfer programs
+# In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
+TEACHER_SCORES = "teacher_scores.npy"
 
 
 # ---- prepare (here, with TVM) ----------------------------------------------------------------------------------
@@ -120,6 +124,99 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"{bundle}: {len(cached.programs.task_keys)} programs, {len(search.traces)} search programs")
 
 
+# ---- transfer (here, with TVM): unmeasured programs of new operator shapes for the distilled recipes ---------------
+TRANSFER = "transfer.npz"  # in the bundle: features and task keys of the transfer programs (no latency)
+
+
+def _transfer_specs(count: int, seed: int) -> list[Any]:
+    """``count`` operator tasks at random shapes of the zoo's compute-heavy families, plus grouped convolutions (no
+    training network has one). Only a teacher ranks their programs: nothing is measured."""
+    # pylint: disable=import-outside-toplevel
+    from tvm import te, topi
+
+    from tlp.workloads import operators as ops
+
+    rng = np.random.default_rng(seed)
+    pick = lambda values: int(rng.choice(values))  # noqa: E731
+
+    def grouped(c: int, hw: int, o: int, k: int, stride: int, groups: int) -> list[Any]:
+        data, weight = te.placeholder((1, c, hw, hw), name="data"), te.placeholder((o, c // groups, k, k), name="w")
+        return [data, weight, topi.nn.group_conv2d_nchw(data, weight, stride, k // 2, 1, groups)]
+
+    sizes, channels, spatial = [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072], \
+        [16, 24, 32, 48, 64, 96, 128, 160, 256, 320, 512, 640, 1024], [7, 14, 28, 56, 112]
+    makers = {
+        "dense": lambda: (f"{(m := pick([1, 16, 64, 128, 197, 256, 512]))}x{(n := pick(sizes))}x{(k := pick(sizes))}",
+                          lambda: ops._dense(m, n, k)),  # pylint: disable=protected-access
+        "batch_matmul": lambda: (f"{(b := pick([1, 4, 8, 12, 16]))}x{(m := pick([64, 128, 197, 256]))}x"
+                                 f"{(n := pick([32, 64, 128, 197, 256]))}x{(k := pick([32, 64, 128]))}",
+                                 lambda: ops._batch_matmul(b, m, n, k)),  # pylint: disable=protected-access
+        "conv2d_nchw": lambda: (f"{(c := pick(channels))}x{(hw := pick(spatial))}_o{(o := pick(channels))}_k"
+                                f"{(k := pick([1, 1, 3, 3, 5, 7]))}_s{(st := pick([1, 1, 2]))}",
+                                lambda: ops._conv2d_nchw(1, c, hw, o, k, st, k // 2)),  # pylint: disable=protected-access
+        "conv2d_bias_relu": lambda: (f"{(c := pick(channels))}x{(hw := pick(spatial))}_o{(o := pick(channels))}_k"
+                                     f"{(k := pick([1, 3]))}_s{(st := pick([1, 2]))}",
+                                     lambda: ops._conv2d_bias_relu(1, c, hw, o, k, st, k // 2)),  # pylint: disable=protected-access
+        "depthwise_conv2d_nchw": lambda: (f"c{(c := pick(channels))}_{(hw := pick(spatial))}_k{(k := pick([3, 5]))}"
+                                          f"_s{(st := pick([1, 2]))}",
+                                          lambda: ops._depthwise_nchw(c, hw, k, st)),  # pylint: disable=protected-access
+        "group_conv2d_nchw": lambda: (f"c{(c := pick([64, 128, 256, 512, 1024]))}x{(hw := pick(spatial[:4]))}_k"
+                                      f"{(k := pick([1, 3]))}_s{(st := pick([1, 2]))}_g{(g := pick([4, 8, 32]))}",
+                                      lambda: grouped(c, hw, c, k, st, g)),
+    }
+    families = list(makers)
+    specs, names = [], set()
+    while len(specs) < count:
+        family = families[len(specs) % len(families)]
+        shape, build = makers[family]()
+        if f"{family}_{shape}" not in names:
+            names.add(f"{family}_{shape}")
+            specs.append(ops.OperatorSpec(f"transfer_{family}", shape, build))
+    return specs
+
+
+def transfer(args: argparse.Namespace) -> None:
+    """Random draws of ``--tasks`` new operator shapes on the bundle's platform, featurized with the bundle's
+    featurizer: the unmeasured programs a distilled recipe also learns the teachers' ranking of."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.dataset.sampler import CandidateSampler, trace_json
+    from tlp.dataset.store import Dataset
+    from tlp.features.featurizer import block_extents
+
+    bundle = Path(args.bundle)
+    meta = json.loads((bundle / "bundle.json").read_text())
+    programs, _ = read_cache(bundle / "programs.npz")
+    target = Dataset(args.dataset).store(meta["platform"]).platform.target
+    known = set(programs.task_keys)
+    features, keys, names = [], [], {}
+    for spec in _transfer_specs(args.tasks, args.seed):
+        task = spec.task()
+        if task.key in known:
+            continue  # a measured task: its programs are in the bundle already
+        traces = [trace_json(c) for c in CandidateSampler(task, target).random(args.per_task, seed=args.seed)]
+        if len(traces) < 2:
+            continue
+        extents = block_extents(task.mod)
+        features.append(programs.featurizer.transform(traces, [extents] * len(traces)))
+        keys += [task.key] * len(traces)
+        names[task.key] = spec.name
+    np.savez_compressed(bundle / TRANSFER, features=np.concatenate(features), task_keys=np.array(keys),
+                        names=json.dumps(names))
+    print(f"{bundle / TRANSFER}: {len(keys)} programs of {len(names)} new tasks", flush=True)
+
+
+def _with_transfer(train_programs: Any, bundle: str) -> Any:
+    """The training programs followed by the bundle's transfer programs (latency NaN: a teacher's ranking only)."""
+    with np.load(Path(bundle) / TRANSFER) as npz:
+        features, keys, names = npz["features"], [str(k) for k in npz["task_keys"]], json.loads(str(npz["names"]))
+    catalogue = {**train_programs.catalogue, **{k: {"name": n, "networks": {}} for k, n in names.items()}}
+    return dataclasses.replace(
+        train_programs, features=np.concatenate([train_programs.features, features]),
+        task_keys=list(train_programs.task_keys) + keys, catalogue=catalogue,
+        latencies=np.concatenate([train_programs.latencies, np.full((len(keys), train_programs.latencies.shape[1]),
+                                                                      np.nan)]))
+
+
 # ---- train (there, no TVM) -------------------------------------------------------------------------------------
 # Weight averages kept beside each training with ``train --averaged``: name -> the epochs whose end-of-epoch weights
 # are averaged, from the epochs run and the best (validation) epoch. Fixed before any was scored. Why: validation
@@ -152,7 +249,10 @@ def _train_one(job: tuple[str, int, str, str, bool]) -> list[dict[str, Any]]:
     if recipe in DISTILLED:
         from tlp.model.distil import distillation_targets  # pylint: disable=import-outside-toplevel
 
-        targets = distillation_targets(train, np.load(Path(out) / TEACHER_SCORES), model.train_config.loss,
+        teacher_scores = np.load(Path(out) / TEACHER_SCORES)
+        if recipe in TRANSFERRED:
+            train = _with_transfer(train, bundle)
+        targets = distillation_targets(train, teacher_scores[: len(train.task_keys)], model.train_config.loss,
                                        DISTILLED[recipe])
     snapshots: list[dict[str, Any]] = []
     on_epoch = (lambda _row: snapshots.append({k: v.detach().to("cpu", copy=True)
@@ -256,6 +356,8 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
     meta = json.loads((Path(bundle) / "bundle.json").read_text())
     programs, _ = read_cache(Path(bundle) / "programs.npz")
     train_programs, _ = programs.split_by_network(set(meta["held_out_networks"]))
+    if (Path(bundle) / TRANSFER).exists():
+        train_programs = _with_transfer(train_programs, bundle)
     with tempfile.TemporaryDirectory() as unpacked:
         paths = []
         for path in teachers:
@@ -424,6 +526,12 @@ def main() -> None:
     t.add_argument("--averaged", action="store_true", help="also keep each training's weight averages "
                    "(AVERAGES: recipe+avg-tail, recipe+avg-half), scored as recipes of their own")
     t.add_argument("--out", required=True)
+    x = steps.add_parser("transfer")
+    x.add_argument("--dataset", default="datasets/tlp-cpu")
+    x.add_argument("--bundle", required=True)
+    x.add_argument("--tasks", type=int, default=180)
+    x.add_argument("--per-task", type=int, default=48)
+    x.add_argument("--seed", type=int, default=0)
     r = steps.add_parser("rescore")
     r.add_argument("--bundle", required=True)
     r.add_argument("--checkpoints", nargs="+", required=True, help="checkpoints-*.tar files of train steps")
@@ -439,7 +547,7 @@ def main() -> None:
     s.add_argument("--subsets", help="comma-separated ensemble sizes: TenSet top-1 of 30 random member subsets each")
     s.add_argument("--out", required=True)
     args = parser.parse_args()
-    {"prepare": prepare, "train": train, "rescore": rescore, "score": score}[args.step](args)
+    {"prepare": prepare, "transfer": transfer, "train": train, "rescore": rescore, "score": score}[args.step](args)
 
 
 if __name__ == "__main__":
