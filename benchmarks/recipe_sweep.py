@@ -361,7 +361,7 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
     with tempfile.TemporaryDirectory() as unpacked:
         paths = []
         for path in teachers:
-            if path.endswith(".tar"):
+            if ".tar" in Path(path).suffixes:  # checkpoints-*.tar of a train step, or that tar compressed
                 with tarfile.open(path) as tar:
                     tar.extractall(unpacked, filter="data")
                     paths += [Path(unpacked) / m.name for m in tar.getmembers() if m.name.endswith(".pt")]
