@@ -84,6 +84,11 @@ def test_train_refuses_an_empty_dataset(tmp_path):
     assert result.returncode == 2 and "choose one with --platform" in result.stderr
 
 
+def test_train_refuses_distil_alpha_without_teachers(tmp_path):
+    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--distil-alpha", "0.5")
+    assert result.returncode == 2 and "--distil-from" in result.stderr
+
+
 def test_train_loss_choices_are_the_library_losses():
     # The parser lists the losses itself (building it must not import torch); this keeps the two lists in step.
     from tlp.cli import build_parser

@@ -280,6 +280,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         from tlp.model.distil import check_distillation_loss
 
         check_distillation_loss(args.loss)  # before the dataset is read
+    elif args.distil_alpha:
+        raise TLPError("tlp train: --distil-alpha weighs the measured labels against teachers; name them with "
+                       "--distil-from")
     dataset = Dataset(args.dataset)
     if args.add_heads_to:
         return _add_heads(dataset, args)
