@@ -20,10 +20,8 @@ import numpy as np
 
 from tlp import TLPError
 from tlp.features.tensors import FeaturizedPrograms, MultiPlatformPrograms
+from tlp.model.losses import LISTWISE_TEMPERATURES
 
-# The listwise losses and the temperature each compares its targets at (tlp.model.losses); a pairwise loss reads
-# labels as gains, which a teacher's log-probabilities are not.
-LISTWISE_TEMPERATURES = {"listwise": 0.1, "soft-listwise": 0.3}
 
 
 class DistillationError(TLPError, ValueError):
@@ -31,7 +29,8 @@ class DistillationError(TLPError, ValueError):
 
 
 def check_distillation_loss(loss: str) -> None:
-    """Refuse a loss the targets do not fit (a pairwise loss reads labels as gains)."""
+    """Refuse a loss the targets do not fit (a pairwise loss reads labels as gains, which a teacher's
+    log-probabilities are not)."""
     if loss not in LISTWISE_TEMPERATURES:
         raise DistillationError(f"distillation trains with a listwise loss ({', '.join(LISTWISE_TEMPERATURES)}), "
                                 f"not {loss!r}")

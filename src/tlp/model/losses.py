@@ -44,8 +44,12 @@ def lambdarank_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch
     return torch.stack(losses).mean()
 
 
+LISTWISE_TEMPERATURE = 0.1
+SOFT_LISTWISE_TEMPERATURE = 0.3
+
+
 def listwise_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor,
-                  temperature: float = 0.1) -> torch.Tensor:
+                  temperature: float = LISTWISE_TEMPERATURE) -> torch.Tensor:
     """Mean over tasks of the cross-entropy between softmax(scores) and softmax(labels / temperature).
 
     TenSet's top-1 of a task is the label of the program ranked first, so this loss puts the task's probability
@@ -74,7 +78,7 @@ def soft_listwise_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids: to
     mass instead of e^-5, so the order below the first place is learnt too. Why try it: among 32 random draws of an
     unseen shape the runner-up is often far from the best, and a model that only learnt "which one is first" on
     search-rich tasks (many near-best programs) has seen little of that order."""
-    return listwise_loss(scores, labels, group_ids, temperature=0.3)
+    return listwise_loss(scores, labels, group_ids, temperature=SOFT_LISTWISE_TEMPERATURE)
 
 
 def listwise_pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
@@ -82,6 +86,10 @@ def listwise_pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, group_ids
     random draws that listwise alone ignores)."""
     return listwise_loss(scores, labels, group_ids) + lambdarank_loss(scores, labels, group_ids)
 
+
+# The listwise losses and the temperature each compares softmax(labels / T) with softmax(scores) at (what a
+# teacher's targets are written for: tlp.model.distil).
+LISTWISE_TEMPERATURES = {"listwise": LISTWISE_TEMPERATURE, "soft-listwise": SOFT_LISTWISE_TEMPERATURE}
 
 LOSSES = {"lambdarank": lambdarank_loss, "listwise": listwise_loss, "mse": mse_loss,
           "soft-listwise": soft_listwise_loss, "listwise+pairwise": listwise_pairwise_loss}
