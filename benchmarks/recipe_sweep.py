@@ -359,17 +359,21 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
     if (Path(bundle) / TRANSFER).exists():
         train_programs = _with_transfer(train_programs, bundle)
     with tempfile.TemporaryDirectory() as unpacked:
-        paths = []
-        for path in teachers:
-            if ".tar" in Path(path).suffixes:  # checkpoints-*.tar of a train step, or that tar compressed
-                with tarfile.open(path) as tar:
-                    tar.extractall(unpacked, filter="data")
-                    paths += [Path(unpacked) / m.name for m in tar.getmembers() if m.name.endswith(".pt")]
-            else:
-                paths.append(Path(path))
+        paths = [p for path in teachers for p in (_unpack([path], unpacked) if ".tar" in Path(path).suffixes
+                                                  else [Path(path)])]
         models = [TLPModel.load(p) for p in paths]
     np.save(out / TEACHER_SCORES, ensemble_scores(models, train_programs))
     print(f"teachers: {', '.join(p.stem for p in paths)}", flush=True)
+
+
+def _unpack(tars: list[str], into: str) -> list[Path]:
+    """Extract train steps' ``checkpoints-*.tar`` files (compressed or not) into ``into``; their checkpoints."""
+    paths: list[Path] = []
+    for path in tars:
+        with tarfile.open(path) as tar:
+            tar.extractall(into, filter="data")
+            paths += [Path(into) / m.name for m in tar.getmembers() if m.name.endswith(".pt")]
+    return paths
 
 
 # ---- rescore (here or there): trained checkpoints on another bundle -----------------------------------------------
@@ -386,9 +390,7 @@ def rescore(args: argparse.Namespace) -> None:
     rows = json.loads(Path(args.rows).read_text())["rows"]
     scores, kept = {}, []
     with tempfile.TemporaryDirectory() as unpacked:
-        for path in args.checkpoints:
-            with tarfile.open(path) as tar:
-                tar.extractall(unpacked, filter="data")
+        _unpack(args.checkpoints, unpacked)
         for row in rows:
             name = f"{row['recipe']}-seed{row['seed']}"
             checkpoint = Path(unpacked) / "checkpoints" / f"{name}.pt"
