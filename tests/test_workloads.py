@@ -12,6 +12,20 @@ def test_groups_expand_to_names():
     assert expand_names(["ops"]) == list(operator_families())
 
 
+def test_held_out_architectures_train_at_another_input_size():
+    # TenSet's protocol: only the 224x224 variants are held out; the same architectures at 240 are training data.
+    from tlp.workloads.networks import NETWORKS, VARIANT_IMAGE_SIZES
+
+    train = expand_names(["train"])
+    size = VARIANT_IMAGE_SIZES[0]
+    for name in ("resnet50", "resnext50", "mobilenet_v2"):
+        variant = NETWORKS[f"{name}_{size}"]
+        assert variant.name in train and not variant.held_out
+        assert variant.example_inputs()[0].shape == (1, 3, size, size)
+        assert type(variant.build()) is type(NETWORKS[name].build())  # noqa: E721 (the same architecture)
+    assert NETWORKS["bert_tiny_s64"].example_inputs()[0].shape == (1, 64) and "bert_tiny_s64" in train
+
+
 def test_unknown_workload_is_a_clear_error():
     with pytest.raises(UnknownWorkloadError, match="unknown workload 'resnet51'.*resnet50"):
         expand_names(["resnet51"])

@@ -587,6 +587,29 @@ _SPECS = [
                 "SqueezeNet 1.1, 1x3x224x224 -> 1000 logits"),
 ]
 
+# TenSet's hold-out protocol: only the batch-1, 224x224 (and sequence-128) variants of the test networks are held
+# out; the same architectures at other input sizes are training data (TenSet measures them at 240 and 256, and
+# sequences of 64 and 256). These variants give the training set grouped and depthwise convolutions (ResNeXt,
+# MobileNetV2), which no other training network has, at shapes the held-out tasks do not use (tasks a variant
+# shares with a held-out network, such as the classifier, stay test tasks: the split goes by every network a task
+# belongs to).
+VARIANT_IMAGE_SIZES = (240, 256)
+VARIANT_SEQ_LENS = (64,)
+_BERT_CONFIGS = {"bert_base": BERT_BASE, "bert_tiny": BERT_TINY}
+
+
+def _variant(spec: NetworkSpec, suffix: str, inputs: Callable[[], tuple[torch.Tensor, ...]], shape: str) -> NetworkSpec:
+    old_shape = "1x3x224x224" if "1x3x224x224" in spec.description else "1x128"
+    return NetworkSpec(f"{spec.name}_{suffix}", spec.build, inputs, False,
+                       spec.description.replace(old_shape, shape) + " (training variant of a held-out network)")
+
+
+_SPECS += [_variant(spec, str(size), _image(size), f"1x3x{size}x{size}")
+           for size in VARIANT_IMAGE_SIZES for spec in list(_SPECS)
+           if spec.name in ("resnet50", "resnext50", "mobilenet_v2")]
+_SPECS += [_variant(spec, f"s{seq}", _tokens(_BERT_CONFIGS[spec.name].vocab_size, seq), f"1x{seq}")
+           for seq in VARIANT_SEQ_LENS for spec in list(_SPECS) if spec.name in _BERT_CONFIGS]
+
 NETWORKS: dict[str, NetworkSpec] = {spec.name: spec for spec in _SPECS}
 
 __all__ = ["NetworkSpec", "NETWORKS", "BertConfig"]
