@@ -83,6 +83,22 @@ def test_a_model_refuses_features_made_with_other_vocabularies(own_dataset, host
         TLPModel(FeatureConfig(seq_len=25), **SMALL).fit(cached, progress=False)
 
 
+def test_features_of_a_grown_dataset_serve_a_model_fitted_before_it_grew(own_dataset, host_platform, tmp_path):
+    # A teacher or a shipped model was fitted on fewer programs (smaller vocabularies, other ids); the cached
+    # features of the grown dataset are translated for it, exactly as it would featurize the traces itself.
+    cached = load_or_featurize(own_dataset, [host_platform.id], [], FeatureConfig(), cache_dir=tmp_path).programs
+    labeled = load_platforms(own_dataset, [host_platform.id])
+    extents = [labeled.extents.get(k) for k in labeled.task_keys]
+    older = TraceFeaturizer(FeatureConfig()).fit(labeled.traces[: len(labeled.traces) // 8])
+    assert older.strings.tokens != cached.featurizer.strings.tokens
+    grown = cached.featurizer.transform(labeled.traces, extents)
+    assert np.array_equal(older.translate(grown, cached.featurizer), older.transform(labeled.traces, extents))
+    assert np.array_equal(cached.featurize(older), older.translate(cached.features, cached.featurizer))
+    # A token the data's featurizer never knew cannot be recovered (its programs hold OOV): refused.
+    older.strings = type(older.strings)(older.strings.tokens + ["never seen"])
+    assert older.translate(grown, cached.featurizer) is None
+
+
 def test_a_damaged_cache_file_is_one_clear_error(tmp_path):
     path = tmp_path / "broken.npz"
     path.write_bytes(b"not a zip")

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from tlp.features.vocab import PAD, Vocabulary
+from tlp.features.vocab import OOV, PAD, Vocabulary
 
 FEATURE_VERSION = 2
 # Instructions whose rows the compact form leaves out (see the module docstring).
@@ -266,6 +266,23 @@ class TraceFeaturizer:
         for i, trace in enumerate(traces):
             self.transform_one(trace, extents[i] if extents is not None else None, out[i], cache)
         assert PAD == 0  # padding rows are all-zero, kind id 0
+        return out
+
+    def translate(self, features: np.ndarray, source: "TraceFeaturizer") -> np.ndarray | None:
+        """``features`` made by ``source`` as this featurizer makes them from the same traces, or None when that
+        cannot be exact (another feature config, or a token of this featurizer's vocabularies that ``source``
+        did not know: its programs hold OOV there). Ids are the only vocabulary-dependent values (the kind
+        column and the string columns), so a grown dataset's features serve models fitted on an older one."""
+        if source.config != self.config:
+            return None
+        out = features.copy()
+        cols = self.config.columns()
+        for vocab, source_vocab, columns in ((self.kinds, source.kinds, cols["kind"]),
+                                             (self.strings, source.strings, cols["strings"])):
+            if not set(vocab.tokens) <= set(source_vocab.tokens):
+                return None
+            table = np.array([PAD, OOV] + [vocab.id(t) for t in source_vocab.tokens], dtype=np.float32)
+            out[..., columns] = table[features[..., columns].astype(np.int64)]
         return out
 
     # ---- persistence ---------------------------------------------------------------------------------------

@@ -236,12 +236,18 @@ class FeaturizedPrograms:
         return self.platform_ids[0]
 
     def featurize(self, featurizer: Any) -> np.ndarray:
-        """The stored features, if ``featurizer`` is the one that made them (same config and vocabularies)."""
-        if featurizer.to_json() != self.featurizer.to_json():
-            raise FeaturizerMismatchError("these programs were featurized with other vocabularies or another feature "
-                                          "config than the model's; featurize the traces again (tlp train "
-                                          "--no-feature-cache) or train a model on these features")
-        return self.features
+        """The stored features as ``featurizer`` makes them: as stored if it made them, translated when it has the
+        same config and vocabularies this data's featurizer knows all of (a model fitted on an older state of a
+        grown dataset; see ``TraceFeaturizer.translate``)."""
+        if featurizer.to_json() == self.featurizer.to_json():
+            return self.features
+        translated = featurizer.translate(self.features, self.featurizer)
+        if translated is None:
+            raise FeaturizerMismatchError("these programs were featurized with another feature config than the "
+                                          "model's, or with vocabularies that lack some of the model's tokens; "
+                                          "featurize the traces again (tlp train --no-feature-cache) or train a "
+                                          "model on these features")
+        return translated
 
     def labels(self) -> np.ndarray:
         return per_task_platform_labels(self.latencies, self.group_ids())
