@@ -71,13 +71,15 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lstm-soft-distil": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
     # ... and on their ranking of the bundle's unmeasured transfer programs (``transfer`` step): new shapes.
     "lstm-soft-distil-transfer": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
+    # ... with the measured ranking mixed back in (alpha 0.5): for data the teachers never saw.
+    "lstm-soft-distil-transfer-mixed": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
 }
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
-DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0}
-TRANSFERRED = {"lstm-soft-distil-transfer"}  # recipes that also train on the bundle's transfer programs
+DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5}
+TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed"}  # recipes that also train on the bundle's transfer programs
 # In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
 TEACHER_SCORES = "teacher_scores.npy"
 

@@ -40,8 +40,9 @@ def ensemble_scores(teachers: Sequence[Any], programs: FeaturizedPrograms | Mult
     """``[N, P]``: the mean over ``teachers`` (``TLPModel``) of each program's score by the teacher's head for
     platform ``programs.platform_ids[p]``, measured there or not (a teacher ranks unmeasured programs too).
 
-    Featurized programs are scored as they are, which needs teachers made on the same features (the same dataset,
-    crop and vocabularies: ``FeaturizerMismatchError`` otherwise); traces are featurized by each teacher itself.
+    Featurized programs are scored as they are, which needs teachers made on the same features (the same crop; the
+    vocabularies of the same dataset, or of an older state of it: ids are translated, see
+    ``TraceFeaturizer.translate``; ``FeaturizerMismatchError`` otherwise); traces are featurized by each teacher.
     Every teacher needs a head of its own for every platform (a copied head would teach another machine's order).
     """
     if not teachers:
