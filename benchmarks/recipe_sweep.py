@@ -130,79 +130,23 @@ def prepare(args: argparse.Namespace) -> None:
 TRANSFER = "transfer.npz"  # in the bundle: features and task keys of the transfer programs (no latency)
 
 
-def _transfer_specs(count: int, seed: int) -> list[Any]:
-    """``count`` operator tasks at random shapes of the zoo's compute-heavy families, plus grouped convolutions (no
-    training network has one). Only a teacher ranks their programs: nothing is measured."""
-    # pylint: disable=import-outside-toplevel
-    from tvm import te, topi
-
-    from tlp.workloads import operators as ops
-
-    rng = np.random.default_rng(seed)
-    pick = lambda values: int(rng.choice(values))  # noqa: E731
-
-    def grouped(c: int, hw: int, o: int, k: int, stride: int, groups: int) -> list[Any]:
-        data, weight = te.placeholder((1, c, hw, hw), name="data"), te.placeholder((o, c // groups, k, k), name="w")
-        return [data, weight, topi.nn.group_conv2d_nchw(data, weight, stride, k // 2, 1, groups)]
-
-    sizes, channels, spatial = [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072], \
-        [16, 24, 32, 48, 64, 96, 128, 160, 256, 320, 512, 640, 1024], [7, 14, 28, 56, 112]
-    makers = {
-        "dense": lambda: (f"{(m := pick([1, 16, 64, 128, 197, 256, 512]))}x{(n := pick(sizes))}x{(k := pick(sizes))}",
-                          lambda: ops._dense(m, n, k)),  # pylint: disable=protected-access
-        "batch_matmul": lambda: (f"{(b := pick([1, 4, 8, 12, 16]))}x{(m := pick([64, 128, 197, 256]))}x"
-                                 f"{(n := pick([32, 64, 128, 197, 256]))}x{(k := pick([32, 64, 128]))}",
-                                 lambda: ops._batch_matmul(b, m, n, k)),  # pylint: disable=protected-access
-        "conv2d_nchw": lambda: (f"{(c := pick(channels))}x{(hw := pick(spatial))}_o{(o := pick(channels))}_k"
-                                f"{(k := pick([1, 1, 3, 3, 5, 7]))}_s{(st := pick([1, 1, 2]))}",
-                                lambda: ops._conv2d_nchw(1, c, hw, o, k, st, k // 2)),  # pylint: disable=protected-access
-        "conv2d_bias_relu": lambda: (f"{(c := pick(channels))}x{(hw := pick(spatial))}_o{(o := pick(channels))}_k"
-                                     f"{(k := pick([1, 3]))}_s{(st := pick([1, 2]))}",
-                                     lambda: ops._conv2d_bias_relu(1, c, hw, o, k, st, k // 2)),  # pylint: disable=protected-access
-        "depthwise_conv2d_nchw": lambda: (f"c{(c := pick(channels))}_{(hw := pick(spatial))}_k{(k := pick([3, 5]))}"
-                                          f"_s{(st := pick([1, 2]))}",
-                                          lambda: ops._depthwise_nchw(c, hw, k, st)),  # pylint: disable=protected-access
-        "group_conv2d_nchw": lambda: (f"c{(c := pick([64, 128, 256, 512, 1024]))}x{(hw := pick(spatial[:4]))}_k"
-                                      f"{(k := pick([1, 3]))}_s{(st := pick([1, 2]))}_g{(g := pick([4, 8, 32]))}",
-                                      lambda: grouped(c, hw, c, k, st, g)),
-    }
-    families = list(makers)
-    specs, names = [], set()
-    while len(specs) < count:
-        family = families[len(specs) % len(families)]
-        shape, build = makers[family]()
-        if f"{family}_{shape}" not in names:
-            names.add(f"{family}_{shape}")
-            specs.append(ops.OperatorSpec(f"transfer_{family}", shape, build))
-    return specs
-
-
 def transfer(args: argparse.Namespace) -> None:
     """Random draws of ``--tasks`` new operator shapes on the bundle's platform, featurized with the bundle's
-    featurizer: the unmeasured programs a distilled recipe also learns the teachers' ranking of."""
+    featurizer: the unmeasured programs a distilled recipe also learns the teachers' ranking of (the library's
+    ``tlp.model.distil.with_transfer_set``, as ``tlp train --transfer-shapes`` makes them)."""
     # pylint: disable=import-outside-toplevel
-    from tlp.dataset.sampler import CandidateSampler, trace_json
     from tlp.dataset.store import Dataset
-    from tlp.features.featurizer import block_extents
+    from tlp.model.distil import with_transfer_set
 
     bundle = Path(args.bundle)
     meta = json.loads((bundle / "bundle.json").read_text())
     programs, _ = read_cache(bundle / "programs.npz")
     target = Dataset(args.dataset).store(meta["platform"]).platform.target
-    known = set(programs.task_keys)
-    features, keys, names = [], [], {}
-    for spec in _transfer_specs(args.tasks, args.seed):
-        task = spec.task()
-        if task.key in known:
-            continue  # a measured task: its programs are in the bundle already
-        traces = [trace_json(c) for c in CandidateSampler(task, target).random(args.per_task, seed=args.seed)]
-        if len(traces) < 2:
-            continue
-        extents = block_extents(task.mod)
-        features.append(programs.featurizer.transform(traces, [extents] * len(traces)))
-        keys += [task.key] * len(traces)
-        names[task.key] = spec.name
-    np.savez_compressed(bundle / TRANSFER, features=np.concatenate(features), task_keys=np.array(keys),
+    grown = with_transfer_set(programs, target, args.tasks, args.per_task, args.seed)
+    n = len(programs.task_keys)
+    keys = grown.task_keys[n:]
+    names = {k: grown.catalogue[k]["name"] for k in dict.fromkeys(keys)}
+    np.savez_compressed(bundle / TRANSFER, features=grown.features[n:], task_keys=np.array(keys),
                         names=json.dumps(names))
     print(f"{bundle / TRANSFER}: {len(keys)} programs of {len(names)} new tasks", flush=True)
 

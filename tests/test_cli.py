@@ -71,9 +71,11 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     # A student distilled from it (one teacher here; users pass several seeds) says where its targets came from.
     student = tmp_path / "student.pt"
     result = run("train", str(dataset.path), "--out", str(student), "--epochs", "1", "--hidden", "16", "-q",
-                 "--loss", "soft-listwise", "--distil-from", str(out), "--distil-alpha", "0.25")
+                 "--loss", "soft-listwise", "--distil-from", str(out), "--distil-alpha", "0.25", "--transfer-shapes", "2")
     assert result.returncode == 0, result.stderr
-    assert TLPModel.load(student).meta["distilled_from"] == {"teachers": [str(out)], "alpha": 0.25}
+    assert TLPModel.load(student).meta["distilled_from"] == {"teachers": [str(out)], "alpha": 0.25,
+                                                             "transfer_shapes": 2}
+    assert json.loads(result.stdout)["train_tasks"] == summary["train_tasks"] + 2  # the two new shapes trained too
     result = run("train", str(dataset.path), "--out", str(tmp_path / "no.pt"), "--epochs", "1", "--hidden", "16",
                  "-q", "--distil-from", str(out))  # the default loss, lambdarank, is pairwise
     assert result.returncode == 2 and "listwise loss" in result.stderr and not (tmp_path / "no.pt").exists()
@@ -87,6 +89,8 @@ def test_train_refuses_an_empty_dataset(tmp_path):
 def test_train_refuses_distil_alpha_without_teachers(tmp_path):
     result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--distil-alpha", "0.5")
     assert result.returncode == 2 and "--distil-from" in result.stderr
+    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--transfer-shapes", "10")
+    assert result.returncode == 2 and "--transfer-shapes needs teachers" in result.stderr
 
 
 def test_train_loss_choices_are_the_library_losses():

@@ -214,3 +214,31 @@ def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(tr
     unmeasured_groups = set(groups[half:].tolist())
     assert unmeasured_groups <= trained_on  # every unmeasured task trained (none was drawn for validation)
     assert student.meta["val_tasks"] == round(0.5 * len(set(measured.task_keys)))
+
+
+def test_a_transfer_set_adds_random_draws_of_new_operator_shapes_unmeasured(trained, host_platform):
+    from tlp.features.featurizer import block_extents
+    from tlp.features.tensors import FeaturizedPrograms, MultiPlatformPrograms
+    from tlp.model.distil import with_transfer_set
+    from tlp.workloads.operators import random_operator_shapes
+
+    teacher, programs, _ = trained
+    measured = FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
+                                  programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
+                                  teacher.featurizer)
+    shapes = random_operator_shapes(6, seed=3)
+    assert len({s.name for s in shapes}) == 6 and {s.family for s in shapes} >= {"random_dense",
+                                                                                   "random_group_conv2d_nchw"}
+    grown = with_transfer_set(measured, host_platform.target, 2, per_shape=4, seed=3)
+    n = len(measured.task_keys)
+    new_keys = grown.task_keys[n:]
+    assert grown.task_keys[:n] == measured.task_keys and np.array_equal(grown.features[:n], measured.features)
+    assert len(set(new_keys)) == 2 and not set(new_keys) & set(measured.task_keys)
+    assert np.isnan(grown.latencies[n:]).all() and grown.features.shape[0] == len(grown.task_keys)
+    assert {grown.catalogue[k]["name"] for k in new_keys} == {s.name for s in shapes[:2]}
+    # the draws are featurized as the programs' own featurizer featurizes their traces
+    traced = with_transfer_set(MultiPlatformPrograms.join([programs]), host_platform.target, 2, per_shape=4, seed=3)
+    assert traced.task_keys[len(programs.task_keys):] == new_keys
+    tail = traced.traces[len(programs.task_keys):]
+    assert np.array_equal(grown.features[n:], teacher.featurizer.transform(
+        tail, [block_extents(shapes[0 if k == new_keys[0] else 1].task().mod) for k in new_keys]))

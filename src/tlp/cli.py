@@ -280,15 +280,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         from tlp.model.distil import check_distillation_loss
 
         check_distillation_loss(args.loss)  # before the dataset is read
-    elif args.distil_alpha:
-        raise TLPError("tlp train: --distil-alpha weighs the measured labels against teachers; name them with "
-                       "--distil-from")
+    elif args.distil_alpha or args.transfer_shapes:
+        raise TLPError(f"tlp train: {'--distil-alpha' if args.distil_alpha else '--transfer-shapes'} needs teachers: "
+                       "name them with --distil-from")
     dataset = Dataset(args.dataset)
     if args.add_heads_to:
         return _add_heads(dataset, args)
     platform_ids = _train_platforms(dataset, args)
     held_out = args.held_out.split(",") if args.held_out else held_out_networks()
     record_format = dataset.store(platform_ids[0]).platform.record_format
+    if args.transfer_shapes and record_format != "metaschedule":
+        raise TLPError(f"tlp train: --transfer-shapes draws MetaSchedule programs; {platform_ids[0]} holds "
+                       f"{record_format} records")
     feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len, args.compact_traces)
     feature_cache: dict[str, Any] = {"used": not args.no_feature_cache}
     if args.no_feature_cache:
@@ -316,8 +319,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         from tlp.models import model_path
 
         teachers = [TLPModel.load(model_path(path)) for path in args.distil_from]
+        if args.transfer_shapes:
+            from tlp.model.distil import with_transfer_set
+
+            train = with_transfer_set(train, dataset.store(platform_ids[0]).platform.target, args.transfer_shapes,
+                                      seed=args.seed)
         targets = distillation_targets(train, ensemble_scores(teachers, train), args.loss, args.distil_alpha)
-        model.meta["distilled_from"] = {"teachers": list(args.distil_from), "alpha": args.distil_alpha}
+        model.meta["distilled_from"] = {"teachers": list(args.distil_from), "alpha": args.distil_alpha,
+                                        "transfer_shapes": args.transfer_shapes}
     history = model.fit(train, progress=not args.quiet, platform_info=platform_info, targets=targets)
     model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
                        "platform_info": platform_info,
@@ -511,6 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "model that ranks like the ensemble (needs --loss listwise or soft-listwise)")
     train.add_argument("--distil-alpha", type=float, default=0.0,
                        help="with --distil-from: weight of the measured labels in the targets (0: the teachers' only)")
+    train.add_argument("--transfer-shapes", type=int, default=0, metavar="N",
+                       help="with --distil-from: also learn the teachers' ranking of 48 random programs of each of N "
+                            "operator shapes no task has (nothing measured; ~0.5 s a shape; 180 helped on the Zen 4)")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--patience", type=int,
                        help="stop after this many epochs without a better validation top-1 (default 10; the best "

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from tlp._tvm import tvm
 from tlp.workloads.task import Task
 
@@ -78,6 +80,11 @@ def _depthwise_nchw(c: int, hw: int, k: int, stride: int) -> list["te.Tensor"]:
 def _depthwise_nhwc(c: int, hw: int, k: int, stride: int) -> list["te.Tensor"]:
     data, kernel = _placeholder((1, hw, hw, c), "data"), _placeholder((k, k, c, 1), "kernel")
     return [data, kernel, topi.nn.depthwise_conv2d_nhwc(data, kernel, stride, k // 2, 1)]
+
+
+def _group_conv_nchw(c: int, hw: int, o: int, k: int, stride: int, groups: int) -> list["te.Tensor"]:
+    data, weight = _placeholder((1, c, hw, hw), "data"), _placeholder((o, c // groups, k, k), "weight")
+    return [data, weight, topi.nn.group_conv2d_nchw(data, weight, stride, k // 2, 1, groups)]
 
 
 def _pool(kind: str, c: int, hw: int, k: int, stride: int) -> list["te.Tensor"]:
@@ -191,3 +198,42 @@ def operator_families() -> dict[str, list[OperatorSpec]]:
     for spec in OPERATORS.values():
         families.setdefault(spec.family, []).append(spec)
     return families
+
+
+def random_operator_shapes(count: int, seed: int = 0) -> list[OperatorSpec]:
+    """``count`` distinct operators at random shapes of the compute-heavy families (dense, batch matmul, conv2d,
+    conv2d + bias + ReLU, depthwise and grouped convolutions, in turn), family ``random_<family>``: tasks no
+    network or zoo operator defines, for programs that only a teacher ranks (``tlp train --transfer-shapes``)."""
+    rng = np.random.default_rng(seed)
+    pick = lambda values: int(rng.choice(values))  # noqa: E731
+    sizes = [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072]
+    channels = [16, 24, 32, 48, 64, 96, 128, 160, 256, 320, 512, 640, 1024]
+    spatial = [7, 14, 28, 56, 112]
+    makers: dict[str, Callable[[], tuple[str, Callable[[], list["te.Tensor"]]]]] = {
+        "dense": lambda: (f"{(m := pick([1, 16, 64, 128, 197, 256, 512]))}x{(n := pick(sizes))}x{(k := pick(sizes))}",
+                          lambda: _dense(m, n, k)),
+        "batch_matmul": lambda: (f"{(b := pick([1, 4, 8, 12, 16]))}x{(m := pick([64, 128, 197, 256]))}x"
+                                 f"{(n := pick([32, 64, 128, 197, 256]))}x{(k := pick([32, 64, 128]))}",
+                                 lambda: _batch_matmul(b, m, n, k)),
+        "conv2d_nchw": lambda: (f"{(c := pick(channels))}x{(hw := pick(spatial))}_o{(o := pick(channels))}_k"
+                                f"{(k := pick([1, 1, 3, 3, 5, 7]))}_s{(st := pick([1, 1, 2]))}",
+                                lambda: _conv2d_nchw(1, c, hw, o, k, st, k // 2)),
+        "conv2d_bias_relu": lambda: (f"{(c := pick(channels))}x{(hw := pick(spatial))}_o{(o := pick(channels))}_k"
+                                     f"{(k := pick([1, 3]))}_s{(st := pick([1, 2]))}",
+                                     lambda: _conv2d_bias_relu(1, c, hw, o, k, st, k // 2)),
+        "depthwise_conv2d_nchw": lambda: (f"c{(c := pick(channels))}_{(hw := pick(spatial))}_k{(k := pick([3, 5]))}"
+                                          f"_s{(st := pick([1, 2]))}", lambda: _depthwise_nchw(c, hw, k, st)),
+        "group_conv2d_nchw": lambda: (f"c{(c := pick([64, 128, 256, 512, 1024]))}x{(hw := pick(spatial[:4]))}_k"
+                                      f"{(k := pick([1, 3]))}_s{(st := pick([1, 2]))}_g{(g := pick([4, 8, 32]))}",
+                                      lambda: _group_conv_nchw(c, hw, c, k, st, g)),
+    }
+    families = list(makers)
+    specs: list[OperatorSpec] = []
+    names: set[str] = set()
+    while len(specs) < count:
+        family = families[len(specs) % len(families)]
+        shape, build = makers[family]()
+        if f"{family}_{shape}" not in names:
+            names.add(f"{family}_{shape}")
+            specs.append(OperatorSpec(f"random_{family}", shape, build))
+    return specs
