@@ -118,7 +118,8 @@ def report(args: argparse.Namespace) -> None:
                 or not np.allclose(base["latencies"].reshape(-1), test.latencies):
             raise SystemExit(f"{path}: its test programs are not the bundle's ({meta['platform']}); "
                              "run the baseline step again on the dataset the bundle was prepared from")
-        models[str(base["baseline"])] = base["scores"]
+        name = str(base["baseline"])  # the same baseline trained on other records: named by its file too
+        models[name if name not in models else f"{name} ({Path(path).stem})"] = base["scores"]
     baseline_name = next(iter(models))
     wanted = args.models.split(",")
     for path in args.scores:
