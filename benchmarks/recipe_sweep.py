@@ -154,13 +154,8 @@ def transfer(args: argparse.Namespace) -> None:
 def _with_transfer(train_programs: Any, bundle: str) -> Any:
     """The training programs followed by the bundle's transfer programs (latency NaN: a teacher's ranking only)."""
     with np.load(Path(bundle) / TRANSFER) as npz:
-        features, keys, names = npz["features"], [str(k) for k in npz["task_keys"]], json.loads(str(npz["names"]))
-    catalogue = {**train_programs.catalogue, **{k: {"name": n, "networks": {}} for k, n in names.items()}}
-    return dataclasses.replace(
-        train_programs, features=np.concatenate([train_programs.features, features]),
-        task_keys=list(train_programs.task_keys) + keys, catalogue=catalogue,
-        latencies=np.concatenate([train_programs.latencies, np.full((len(keys), train_programs.latencies.shape[1]),
-                                                                      np.nan)]))
+        return train_programs.with_unmeasured(npz["features"], [str(k) for k in npz["task_keys"]],
+                                              json.loads(str(npz["names"])))
 
 
 # ---- train (there, no TVM) -------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ cannot be ranked and is left out of training (counted) but kept for evaluation b
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -251,6 +253,17 @@ class FeaturizedPrograms:
 
     def labels(self) -> np.ndarray:
         return per_task_platform_labels(self.latencies, self.group_ids())
+
+    def with_unmeasured(self, features: np.ndarray, task_keys: list[str], names: dict[str, str]
+                        ) -> "FeaturizedPrograms":
+        """These programs followed by unmeasured ones (latency NaN on every platform) of new tasks named ``names``
+        (task key -> name): a transfer set for distillation (``tlp.model.distil.with_transfer_set``)."""
+        unmeasured = np.full((len(task_keys), len(self.platform_ids)), np.nan)
+        return dataclasses.replace(self, features=np.concatenate([self.features, features]),
+                                   task_keys=list(self.task_keys) + list(task_keys),
+                                   latencies=np.concatenate([self.latencies, unmeasured]),
+                                   catalogue={**self.catalogue, **{k: {"name": n, "networks": {}}
+                                                                   for k, n in names.items()}})
 
     def group_ids(self) -> np.ndarray:
         return task_group_ids(self.task_keys)

@@ -125,10 +125,10 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
     traces: list[Any] = []
     keys: list[str] = []
     extents: dict[str, dict[str, list[int]]] = {}
-    catalogue: dict[str, dict[str, Any]] = {}
+    names: dict[str, str] = {}
     for spec in random_operator_shapes(shapes, seed):
         task = spec.task()
-        if task.key in known or task.key in catalogue:
+        if task.key in known or task.key in names:
             continue
         drawn = [trace_json(c) for c in CandidateSampler(task, target).random(per_shape, seed=seed)]
         if len(drawn) < 2:
@@ -136,17 +136,15 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
         traces += drawn
         keys += [task.key] * len(drawn)
         extents[task.key] = block_extents(task.mod)
-        catalogue[task.key] = {"name": spec.name, "networks": {}}
+        names[task.key] = spec.name
     if not keys:
         raise DistillationError(f"no new operator shape with programs to rank among {shapes} random shapes")
-    unmeasured = np.full((len(keys), len(programs.platform_ids)), np.nan)
     if isinstance(programs, FeaturizedPrograms):
-        features = programs.featurizer.transform(traces, [extents[k] for k in keys])
-        return dataclasses.replace(programs, features=np.concatenate([programs.features, features]),
-                                   task_keys=list(programs.task_keys) + keys,
-                                   latencies=np.concatenate([programs.latencies, unmeasured]),
-                                   catalogue={**programs.catalogue, **catalogue})
+        return programs.with_unmeasured(programs.featurizer.transform(traces, [extents[k] for k in keys]), keys, names)
     return dataclasses.replace(programs, traces=list(programs.traces) + traces,
                                task_keys=list(programs.task_keys) + keys,
-                               latencies=np.concatenate([programs.latencies, unmeasured]),
-                               extents={**programs.extents, **extents}, catalogue={**programs.catalogue, **catalogue})
+                               latencies=np.concatenate([programs.latencies,
+                                                         np.full((len(keys), len(programs.platform_ids)), np.nan)]),
+                               extents={**programs.extents, **extents},
+                               catalogue={**programs.catalogue,
+                                          **{k: {"name": n, "networks": {}} for k, n in names.items()}})
