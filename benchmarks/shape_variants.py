@@ -22,21 +22,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
-def _variants() -> list[str]:
-    from tlp.workloads.networks import NETWORKS  # pylint: disable=import-outside-toplevel
-
-    return [name for name, spec in NETWORKS.items() if "training variant" in spec.description]
-
-
 def main() -> None:
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.collect import CollectPlan, collect
     from tlp.dataset.store import Dataset
     from tlp.platform import Platform
     from tlp.workloads import held_out_networks, load_tasks
+    from tlp.workloads.networks import TRAINING_VARIANTS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", default=",".join(_variants()), help="default: every training variant")
+    parser.add_argument("--workloads", default=",".join(TRAINING_VARIANTS), help="default: every training variant")
     parser.add_argument("--dataset", default="datasets/tlp-cpu")
     parser.add_argument("--trials-per-task", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)

@@ -604,6 +604,7 @@ def _variant(spec: NetworkSpec, suffix: str, inputs: Callable[[], tuple[torch.Te
                        spec.description.replace(old_shape, shape) + " (training variant of a held-out network)")
 
 
+_BASE_COUNT = len(_SPECS)
 _SPECS += [_variant(spec, str(size), _image(size), f"1x3x{size}x{size}")
            for size in VARIANT_IMAGE_SIZES for spec in list(_SPECS)
            if spec.name in ("resnet50", "resnext50", "mobilenet_v2")]
@@ -611,5 +612,6 @@ _SPECS += [_variant(spec, f"s{seq}", _tokens(_BERT_CONFIGS[spec.name].vocab_size
            for seq in VARIANT_SEQ_LENS for spec in list(_SPECS) if spec.name in _BERT_CONFIGS]
 
 NETWORKS: dict[str, NetworkSpec] = {spec.name: spec for spec in _SPECS}
+TRAINING_VARIANTS: list[str] = [spec.name for spec in _SPECS[_BASE_COUNT:]]  # the variants above, in order
 
-__all__ = ["NetworkSpec", "NETWORKS", "BertConfig"]
+__all__ = ["NetworkSpec", "NETWORKS", "TRAINING_VARIANTS", "BertConfig"]
