@@ -56,7 +56,7 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     dataset, _ = collected
     out = tmp_path / "model.pt"
     result = run("train", str(dataset.path), "--out", str(out), "--epochs", "2", "--hidden", "16", "-q",
-                 "--loss", "listwise", "--patience", "5")
+                 "--loss", "listwise", "--patience", "5", "--task-weighting", "network-share")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["train_tasks"] >= 1 and out.exists()
@@ -67,6 +67,7 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     assert meta["platforms"] and meta["dataset_hash"] and "resnet50" in meta["held_out_networks"]
     # online fine-tuning reuses the checkpoint's loss
     assert model.train_config.loss == "listwise" and model.train_config.patience == 5
+    assert model.train_config.task_weighting == "network-share"
 
     # A student distilled from it (one teacher here; users pass several seeds) says where its targets came from.
     student = tmp_path / "student.pt"
@@ -98,6 +99,8 @@ def test_train_loss_choices_are_the_library_losses():
     from tlp.cli import build_parser
     from tlp.model.losses import LOSSES
 
-    train = next(a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions
-                 if a.dest == "loss")
-    assert set(train.choices) == set(LOSSES)
+    from tlp.model.task_weights import TASK_WEIGHTINGS
+
+    actions = {a.dest: a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions}
+    assert set(actions["loss"].choices) == set(LOSSES)
+    assert set(actions["task_weighting"].choices) == set(TASK_WEIGHTINGS)

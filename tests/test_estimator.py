@@ -116,15 +116,55 @@ def test_programs_per_task_caps_what_each_step_ranks(collected, host_platform, m
     assert largest > 3, "the fixture needs a task with more programs than the cap"
     seen: list[int] = []
 
-    def recording(scores, labels, group_ids):
+    def recording(scores, labels, group_ids, task_weight=None):
         seen.extend(torch.unique(group_ids, return_counts=True)[1].tolist())
-        return losses.listwise_loss(scores, labels, group_ids)
+        return losses.listwise_loss(scores, labels, group_ids, task_weight)
 
     monkeypatch.setitem(losses.LOSSES, "listwise", recording)
     model = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
                      train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="listwise", programs_per_task=3))
     model.fit(programs, progress=False)
     assert seen and max(seen) == 3
+
+
+def test_network_share_weights_follow_each_tasks_share_of_its_network():
+    from tlp.model.task_weights import network_share_weights
+
+    # Network n: task a (weight 2, best 3 ms) and b (weight 1, best 4 ms) -> shares 0.6 and 0.4; task c alone in
+    # network m -> share 1; task d is not measured (a teacher-ranked program) -> weight 1.
+    keys = ["a", "a", "b", "c", "d"]
+    catalogue = {"a": {"networks": {"n": 2}}, "b": {"networks": {"n": 1}}, "c": {"networks": {"m": 1}}, "d": {}}
+    latencies = np.array([[3e-3], [5e-3], [4e-3], [1e-3], [np.nan]])
+    weights = network_share_weights(keys, catalogue, latencies)[:, 0]
+    root = np.sqrt([0.6, 0.4, 1.0])
+    np.testing.assert_allclose(weights, [*(root / root.mean())[[0, 0, 1, 2]], 1.0], rtol=1e-6)
+
+
+def test_network_share_weighting_reaches_the_loss(collected, host_platform, monkeypatch):
+    from tlp.model import losses
+    from tlp.model.task_weights import network_share_weights
+
+    dataset, _ = collected
+    programs = load_programs(dataset, host_platform.id)
+    # The fixture's two operators are each a workload of their own (share 1 each): make them one network's tasks.
+    programs = dataclasses.replace(programs, catalogue={key: {**entry, "networks": {"net": 1}}
+                                                        for key, entry in programs.catalogue.items()})
+    expected = set(np.round(network_share_weights(programs.task_keys, programs.catalogue,
+                                                  programs.latencies[:, None])[:, 0], 5).tolist())
+    seen: set[float] = set()
+
+    def recording(scores, labels, group_ids, task_weight=None):
+        seen.update(np.round(task_weight.numpy(), 5).tolist())
+        return losses.listwise_loss(scores, labels, group_ids, task_weight)
+
+    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    model = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
+                     train_config=TrainConfig(epochs=1, val_fraction=0.3, loss="listwise",
+                                              task_weighting="network-share"))
+    model.fit(programs, progress=False)
+    assert len(expected) > 1 and seen and seen <= expected
+    with pytest.raises(ValueError, match="task_weighting"):
+        TLPModel(train_config=TrainConfig(epochs=1, task_weighting="heavy")).fit(programs, progress=False)
 
 
 def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(collected, host_platform, trained,

@@ -4,7 +4,16 @@ import pytest
 import torch
 
 from tlp.features.featurizer import FeatureConfig
-from tlp.model.losses import lambdarank_loss, listwise_loss, listwise_pairwise_loss, mse_loss, soft_listwise_loss
+from tlp.model.losses import (
+    LOSSES,
+    expected_slowdown_loss,
+    lambdarank_loss,
+    listwise_loss,
+    listwise_pairwise_loss,
+    mse_loss,
+    soft_listwise_loss,
+    soft_listwise_slowdown_loss,
+)
 from tlp.model.network import ModelConfig, TLPNet
 
 FEATURES = FeatureConfig(seq_len=16)
@@ -41,7 +50,11 @@ def test_ids_beyond_the_vocabulary_do_not_crash():
     assert torch.isfinite(net(x)).all()
 
 
-@pytest.mark.parametrize("loss_fn", [lambdarank_loss, listwise_loss, soft_listwise_loss, listwise_pairwise_loss])
+RANKING_LOSSES = [lambdarank_loss, listwise_loss, soft_listwise_loss, listwise_pairwise_loss, expected_slowdown_loss,
+                  soft_listwise_slowdown_loss]
+
+
+@pytest.mark.parametrize("loss_fn", RANKING_LOSSES)
 def test_ranking_losses_prefer_the_right_order_and_ignore_cross_task_pairs(loss_fn):
     labels = torch.tensor([1.0, 0.5, 0.2, 1.0, 0.1])
     groups = torch.tensor([0, 0, 0, 1, 1])
@@ -71,7 +84,33 @@ def test_listwise_loss_hardly_cares_about_the_slow_tail():
                 > 3 * (listwise_loss(middle, labels, one_task) - base))
 
 
-@pytest.mark.parametrize("loss_fn", [lambdarank_loss, listwise_loss, soft_listwise_loss, listwise_pairwise_loss])
+def test_slowdown_loss_punishes_a_catastrophic_first_pick_more_than_listwise_does():
+    # Two wrong first picks: one at 1.25x the best, one at 20x. Listwise barely tells them apart (both put the
+    # best second); the expected slowdown does.
+    one_task = torch.zeros(3, dtype=torch.long)
+    mild, catastrophic = torch.tensor([1.0, 0.8, 0.05]), torch.tensor([1.0, 0.05, 0.8])
+    scores = torch.tensor([2.0, 3.0, 0.0])  # the second program comes first
+    listwise_gap = listwise_loss(scores, catastrophic, one_task) / listwise_loss(scores, mild, one_task)
+    slowdown_gap = expected_slowdown_loss(scores, catastrophic, one_task) / expected_slowdown_loss(scores, mild, one_task)
+    assert listwise_gap < 1.5 and slowdown_gap > 3.0
+    # Its value is log E[latency / best] under softmax(scores): 0 when all the mass is on the best program.
+    assert expected_slowdown_loss(torch.tensor([50.0, 0.0, 0.0]), mild, one_task).item() == pytest.approx(0, abs=1e-6)
+
+
+@pytest.mark.parametrize("loss_fn", list(LOSSES.values()))
+def test_task_weights_weigh_each_tasks_loss(loss_fn):
+    labels = torch.tensor([1.0, 0.5, 0.2, 1.0, 0.1])
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    scores = torch.tensor([1.0, 2.0, 3.0, -6.0, -5.0])
+    uniform = loss_fn(scores, labels, groups)
+    assert torch.isclose(loss_fn(scores, labels, groups, torch.full((5,), 3.0)), uniform)
+    # All the weight on one task: the loss of that task alone.
+    only_first = loss_fn(scores, labels, groups, torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]))
+    assert torch.isclose(only_first, loss_fn(scores[:3], labels[:3], groups[:3]))
+
+
+# The expected slowdown alone stops learning once no mass sits on a slow program: it trains only beside a listwise loss.
+@pytest.mark.parametrize("loss_fn", [f for f in RANKING_LOSSES if f is not expected_slowdown_loss])
 def test_training_steps_learn_a_ranking(loss_fn):
     torch.manual_seed(0)
     x = batch(n=32, seed=1)

@@ -310,7 +310,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             digest.update(line.encode())
     model = TLPModel(feature_config, ModelConfig(arch=args.arch, hidden=args.hidden),
                      TrainConfig(epochs=args.epochs, loss=args.loss, seed=args.seed, device=args.device,
-                                 weights=args.weights,
+                                 weights=args.weights, task_weighting=args.task_weighting,
                                  **({"patience": args.patience} if args.patience is not None else {})))
     platform_info = {p: dataset.store(p).platform.to_json() for p in platform_ids}
     targets = None
@@ -513,7 +513,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --platforms: refuse a platform with fewer valid programs than this")
     train.add_argument("--arch", default="attention", choices=["attention", "lstm", "transformer"])
     train.add_argument("--loss", default="lambdarank", choices=["lambdarank", "listwise", "mse", "soft-listwise",
-                                                                   "listwise+pairwise"])
+                                                                   "listwise+pairwise", "soft-listwise+slowdown"],
+                       help="ranking loss (soft-listwise+slowdown: soft-listwise plus the expected slowdown of the "
+                            "first pick, aimed at catastrophic picks)")
+    train.add_argument("--task-weighting", default="uniform", choices=["uniform", "network-share"],
+                       help="how much each task counts in the loss: uniform, or network-share (the square root of "
+                            "its share of its network's time: the heavy tasks that decide a network's TenSet top-1 "
+                            "count more)")
     train.add_argument("--distil-from", nargs="+", metavar="MODEL",
                        help="train on the mean scores of these models (e.g. the same recipe with several --seed "
                             "values, trained on the same dataset and crop) instead of the measured labels: one "

@@ -24,6 +24,7 @@ from tlp.features.tensors import FeaturizedPrograms, FeaturizerMismatchError, La
 from tlp.model.inference import scorer_for
 from tlp.model.losses import LOSSES
 from tlp.model.network import ModelConfig, TLPNet
+from tlp.model.task_weights import task_weights
 
 CHECKPOINT_FORMAT = "tlp-checkpoint-2"
 # Format 1 had one decoder named ``decoder``: it loads as a one-head model (``heads.0``).
@@ -57,6 +58,9 @@ class TrainConfig:
     # Why: held-out TenSet tasks are mostly 32 random draws, while search-rich training tasks hold thousands of
     # programs bunched near the best; a subset of a big task is a ranking problem shaped like the held-out ones.
     programs_per_task: int = 0
+    # How much each task counts in the loss: "uniform", or "network-share" (a task's share of its network's time:
+    # the heavy tasks that decide TenSet's top-1 of a network count more; tlp.model.task_weights).
+    task_weighting: str = "uniform"
 
 
 @dataclass
@@ -298,6 +302,8 @@ class TLPModel:
         # Programs with a target but no measurement (a teacher's ranking of unmeasured programs) train; only measured
         # ones validate, so validation tasks are drawn among the tasks with a measurement.
         trainable = measured if targets is None else measured | ~np.isnan(targets)
+        weights = task_weights(data, cfg.task_weighting)
+        weight_tensor = None if weights is None else torch.from_numpy(weights)
         lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
         groups = data.group_ids()
         tasks = np.unique(groups)
@@ -345,7 +351,8 @@ class TLPModel:
                         continue
                     r = torch.from_numpy(rows).to(device)
                     term = loss_fn(self.net.score(h[r], padding[r], head), labels[index[rows], column].to(device),
-                                   g[r])
+                                   g[r], None if weight_tensor is None
+                                   else weight_tensor[index[rows], column].to(device))
                     loss = term if loss is None else loss + term
                 if loss is None or not loss.requires_grad:
                     continue
