@@ -73,13 +73,20 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lstm-soft-distil-transfer": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
     # ... with the measured ranking mixed back in (alpha 0.5): for data the teachers never saw.
     "lstm-soft-distil-transfer-mixed": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
+    # Aimed at the few heavy picks that decide TenSet's top-1 of a network (tlp.model.task_weights, losses):
+    "lstm-soft-heavy": ({"arch": "lstm"}, {"loss": "soft-listwise", "task_weighting": "network-share"}),
+    "lstm-soft-slowdown": ({"arch": "lstm"}, {"loss": "soft-listwise+slowdown"}),
+    "lstm-soft-distil-transfer-mixed-heavy": ({"arch": "lstm"}, {"loss": "soft-listwise",
+                                                                 "task_weighting": "network-share"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
 }
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
-DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5}
-TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed"}  # recipes that also train on the bundle's transfer programs
+DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5,
+             "lstm-soft-distil-transfer-mixed-heavy": 0.5}
+# Recipes that also train on the bundle's transfer programs:
+TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed", "lstm-soft-distil-transfer-mixed-heavy"}
 # In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
 TEACHER_SCORES = "teacher_scores.npy"
 
