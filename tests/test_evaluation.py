@@ -35,13 +35,38 @@ def test_models_are_scored_on_the_same_test_records(collected, host_platform, sm
     dataset, _ = collected
     model, _ = small_model
     results = evaluate(dataset, host_platform.id, model, ["xgb", "random"], ["op:dense"])
-    assert set(results) == {"tlp", "xgb", "random", "data"}
+    assert set(results) == {"tlp", "xgb", "random", "data", "bootstrap"}
     assert results["data"]["test_tasks"] == 1 and results["data"]["train_tasks"] == 1
     for name in ("tlp", "xgb", "random"):
         row = results[name]["per_network"]["op:dense"]
         assert row["programs"] == results["data"]["test_programs"]
         assert 0 < row["top1"] <= row["top5"] <= 1 and 0 <= row["pairwise"] <= 1
     assert "op:dense" in format_table(results)
+    # TenSet top-1 with its bootstrap interval, and TLP's lead over each baseline on the same resamples.
+    bootstrap = results["bootstrap"]
+    for name in ("tlp", "xgb", "random"):
+        low, high = bootstrap["models"][name]["interval"]
+        assert 0 < low <= bootstrap["models"][name]["median"] <= high <= 1
+    assert set(bootstrap["differences"]) == {"xgb", "random"} and bootstrap["reference"] == "tlp"
+    assert "bootstrap interval" in format_table(results) and "tlp - xgb" in format_table(results)
+
+
+def test_bootstrap_intervals_of_top1_and_of_a_lead():
+    from tlp.evaluation.bootstrap import bootstrap_top1
+    from tlp.features.tensors import LabeledPrograms
+
+    rng = np.random.default_rng(0)
+    keys = [k for k in ("a", "b") for _ in range(30)]
+    latencies = rng.uniform(1e-3, 20e-3, len(keys))
+    catalogue = {"a": {"networks": {"net": 4}}, "b": {"networks": {"net": 1}}}
+    programs = LabeledPrograms([None] * len(keys), latencies, keys, {}, catalogue)
+    oracle, worst = -latencies, latencies  # the oracle ranks the fastest first, "worst" the slowest
+    result = bootstrap_top1(programs, {"oracle": oracle, "worst": worst, "copy": oracle.copy()}, ["net"], draws=50,
+                            reference="oracle")
+    assert result["models"]["oracle"]["interval"] == [1.0, 1.0]
+    assert result["models"]["worst"]["interval"][1] < 0.5
+    assert result["differences"]["worst"]["reference_leads"] == 1.0
+    assert result["differences"]["copy"] == {"median": 0.0, "interval": [0.0, 0.0], "reference_leads": 0.0}
 
 
 def test_eval_cli_json_and_plot(collected, small_model, tmp_path):

@@ -375,10 +375,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise TLPError(f"tlp eval: unknown baseline(s) {', '.join(unknown)} (xgb, mlp, random, or none)")
     if (args.population is not None and args.population < 2) or (args.draws is not None and args.draws < 1):
         raise TLPError("tlp eval: --population must be at least 2 and --draws at least 1")
+    if args.bootstrap < 0:
+        raise TLPError("tlp eval: --bootstrap must be 0 (no interval) or a number of resamples")
     networks = args.networks.split(",") if args.networks else (
         model.meta.get("held_out_networks") if ansor else None) or held_out_networks()
     results = evaluate(dataset, platform_id, model, baselines + ["random"] * ("random" not in baselines), networks,
-                       seed=args.seed, search_runs=args.search_runs, population=args.population, draws=args.draws)
+                       seed=args.seed, search_runs=args.search_runs, population=args.population, draws=args.draws,
+                       bootstrap_draws=args.bootstrap)
     if args.plot:
         plot(results, args.plot)
     print(json.dumps(results, indent=1) if args.json else format_table(results))
@@ -576,6 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--population", type=int, help="with --search-runs: programs per population (default 32)")
     evaluate.add_argument("--draws", type=int, help="with --search-runs: populations drawn per run and task when "
                           "its late rounds hold more programs than one population (default 200)")
+    evaluate.add_argument("--bootstrap", type=int, default=200, metavar="N",
+                          help="resample each held-out task's programs N times for a 90%% interval of TenSet top-1 "
+                               "and of TLP's lead over each baseline (0: none)")
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_eval)
 

@@ -9,6 +9,9 @@ With tuning work directories (``tlp eval --search-runs DIR...``), every model is
 (:mod:`tlp.evaluation.search_metrics`): top-1 among all the runs' measured programs (the headline then: its model
 order agreed best with the measured searches, ``benchmarks/README.md`` "Which evaluation predicts the search"),
 among the late rounds' programs, and the regret of its pick in a search population.
+
+TenSet's top-1 comes with a bootstrap interval (:mod:`tlp.evaluation.bootstrap`): each task's programs resampled,
+every model scored on the same resamples, and the interval of TLP's lead over each baseline.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tlp.dataset.store import Dataset, DatasetError, trace_id
+from tlp.evaluation.bootstrap import DEFAULT_DRAWS, bootstrap_top1, format_bootstrap
 from tlp.features.formats import record_format_of
 from tlp.features.tensors import LabeledPrograms, load_programs
 from tlp.model.estimator import top_k_score
@@ -71,17 +75,28 @@ def score_models(programs: LabeledPrograms, scores: np.ndarray, networks: list[s
     return {**mean, "per_network": per_network}
 
 
+def head_scores(model: Any, test: LabeledPrograms, platform_id: str) -> np.ndarray:
+    """A TLP model's scores of ``test`` by its head for ``platform_id`` (MTL-TLP: each platform by its head)."""
+    return np.asarray(model.predict(test.traces, [test.extents.get(k) for k in test.task_keys],
+                                    model.head_index(platform_id)))
+
+
 def score_head(model: Any, test: LabeledPrograms, platform_id: str, networks: list[str]) -> dict[str, Any]:
-    """top-k of a TLP model's head for ``platform_id`` on ``test`` (MTL-TLP: each platform is scored by its head)."""
-    scores = model.predict(test.traces, [test.extents.get(k) for k in test.task_keys], model.head_index(platform_id))
-    return score_models(test, np.asarray(scores), networks)
+    """top-k of a TLP model's head for ``platform_id`` on ``test``."""
+    return score_models(test, head_scores(model, test, platform_id), networks)
+
+
+def model_names(results: dict[str, Any]) -> list[str]:
+    """The scored models of :func:`evaluate`'s results (the other keys describe the data and the bootstrap)."""
+    return [name for name, value in results.items() if isinstance(value, dict) and "per_network" in value]
 
 
 def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str], test_networks: list[str],
              seed: int = 0, search_runs: list[str] | None = None, population: int | None = None,
-             draws: int | None = None) -> dict[str, Any]:
+             draws: int | None = None, bootstrap_draws: int = DEFAULT_DRAWS) -> dict[str, Any]:
     """Train the baselines on the training split, score everything on the test split of ``test_networks`` and, given
-    ``search_runs`` (tuning work directories), on their measured programs (none of the training records)."""
+    ``search_runs`` (tuning work directories), on their measured programs (none of the training records).
+    ``bootstrap_draws`` resamples of the test programs give TenSet top-1 intervals (0: none)."""
     # pylint: disable=import-outside-toplevel
     from tlp.evaluation import search_metrics
     from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker
@@ -112,7 +127,8 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
         search_programs = search.labeled()
     results: dict[str, Any] = {}
     started = time.monotonic()
-    results["tlp"] = score_head(model, test, platform_id, test_networks)
+    test_scores = {"tlp": head_scores(model, test, platform_id)}
+    results["tlp"] = score_models(test, test_scores["tlp"], test_networks)
     if search is not None:
         scores = model.predict(search_programs.traces, [search_programs.extents.get(k) for k in search.task_keys],
                                model.head_index(platform_id))
@@ -122,7 +138,8 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
         started = time.monotonic()
         ranker = RandomRanker(seed) if name == "random" else MetaScheduleBaseline(name, dataset, platform_id)
         ranker.fit(train)
-        results[name] = score_models(test, ranker.predict(test), test_networks)
+        test_scores[name] = np.asarray(ranker.predict(test))
+        results[name] = score_models(test, test_scores[name], test_networks)
         if search is not None:
             scores = (search_metrics.metaschedule_scores(ranker.model, ranker.replay.target, search)
                       if isinstance(ranker, MetaScheduleBaseline) else ranker.predict(search_programs))
@@ -133,6 +150,8 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
                        "skipped": dict(programs.skipped)}
     if search is not None:
         results["data"]["search"] = search.summary()
+    if bootstrap_draws:
+        results["bootstrap"] = bootstrap_top1(test, test_scores, test_networks, bootstrap_draws, seed, reference="tlp")
     return results
 
 
@@ -140,7 +159,7 @@ def format_search_table(results: dict[str, Any]) -> str:
     """The search-like metrics (the headline when tuning runs were given), one row per model, then per source."""
     from tlp.evaluation.search_metrics import HEADLINE, METRICS  # pylint: disable=import-outside-toplevel
 
-    models = [m for m in results if m != "data" and "search" in results[m]]
+    models = [m for m in model_names(results) if "search" in results[m]]
     data = results["data"]["search"]
     sources = sorted({s for m in models for s in results[m]["search"]["per_source"]})
     columns = [HEADLINE] + [m for m in METRICS if m != HEADLINE]  # the headline first, per source too
@@ -166,7 +185,7 @@ def format_search_table(results: dict[str, Any]) -> str:
 
 
 def format_table(results: dict[str, Any]) -> str:
-    models = [m for m in results if m != "data"]
+    models = model_names(results)
     networks = sorted({n for m in models for n in results[m]["per_network"]})
     header = f"{'model':<8} {'top1':>6} {'top5':>6} {'pairs':>6}  " + "  ".join(f"{n:>14}" for n in networks)
     lines = [header, " " * 31 + "  ".join(f"{'top1/top5':>14}" for _ in networks)]
@@ -179,6 +198,8 @@ def format_table(results: dict[str, Any]) -> str:
     data = results["data"]
     lines.append(f"train: {data['train_programs']} programs / {data['train_tasks']} tasks; "
                  f"test: {data['test_programs']} programs / {data['test_tasks']} tasks")
+    if "bootstrap" in results:
+        lines.append(format_bootstrap(results["bootstrap"]))
     if "search" in data:
         # The search-like metric agrees with measured searches; TenSet's stays for comparison with the literature.
         return format_search_table(results) + "\n\nTenSet top-k over all stored programs of the held-out networks:\n" \
@@ -193,7 +214,7 @@ def plot(results: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
-    models = [m for m in results if m != "data"]
+    models = model_names(results)
     networks = sorted({n for m in models for n in results[m]["per_network"]})
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(networks)), 4), sharey=True)
     width = 0.8 / max(len(models), 1)
