@@ -192,9 +192,9 @@ def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(colle
     targets = distillation_targets(data, scores, "listwise")
     given: list[float] = []
 
-    def recording(scores, labels, group_ids):
+    def recording(scores, labels, group_ids, task_weight=None):
         given.extend(labels.tolist())
-        return losses.listwise_loss(scores, labels, group_ids)
+        return losses.listwise_loss(scores, labels, group_ids, task_weight)
 
     monkeypatch.setitem(losses.LOSSES, "listwise", recording)
     student = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
@@ -242,9 +242,9 @@ def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(tr
     assert np.isnan(distillation_targets(both, ensemble_scores([teacher], both), "listwise", alpha=1.0)[half:]).all()
     trained_on: set[int] = set()
 
-    def recording(scores, labels, group_ids):
+    def recording(scores, labels, group_ids, task_weight=None):
         trained_on.update(group_ids.tolist())
-        return losses.listwise_loss(scores, labels, group_ids)
+        return losses.listwise_loss(scores, labels, group_ids, task_weight)
 
     monkeypatch.setitem(losses.LOSSES, "listwise", recording)
     student = TLPModel(teacher.featurizer.config, ModelConfig(hidden=16, heads=2),

@@ -136,6 +136,9 @@ def test_cli_failure_is_one_line_and_debug_adds_the_traceback(tmp_path):
     assert debug.returncode == 2 and "Traceback" in debug.stderr
 
 
+# 80 s (a whole Llama tuned through the CLI); the library path it rides on is checked by
+# test_hf_decoder_with_default_config_compiles_and_matches_pytorch in the default run.
+@pytest.mark.slow
 def test_cli_tune_json_carries_the_numerics(tmp_path):
     pytest.importorskip("transformers")
     source = _source(tmp_path, "llama", LLAMA)
