@@ -180,6 +180,17 @@ class MultiPlatformPrograms:
         is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
         return self.subset(~is_test), self.subset(is_test)
 
+    def with_unmeasured(self, traces: list[Any], task_keys: list[str], extents: dict[str, dict[str, list[int]]],
+                        names: dict[str, str]) -> "MultiPlatformPrograms":
+        """These programs followed by unmeasured traces of new tasks (what
+        :meth:`FeaturizedPrograms.with_unmeasured` does for featurized programs)."""
+        return dataclasses.replace(self, traces=list(self.traces) + list(traces),
+                                   task_keys=list(self.task_keys) + list(task_keys),
+                                   latencies=np.concatenate([self.latencies, _unmeasured(len(task_keys),
+                                                                                         len(self.platform_ids))]),
+                                   extents={**self.extents, **extents},
+                                   catalogue={**self.catalogue, **_unmeasured_tasks(names)})
+
     def platform(self, platform_id: str) -> LabeledPrograms:
         """The programs measured on one platform, as single-platform data."""
         p = self.platform_ids.index(platform_id)
@@ -187,6 +198,16 @@ class MultiPlatformPrograms:
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index, p],
                                [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(),
                                platform_id, record_format=self.record_format)
+
+
+def _unmeasured(programs: int, platforms: int) -> np.ndarray:
+    """Latencies of programs measured nowhere."""
+    return np.full((programs, platforms), np.nan)
+
+
+def _unmeasured_tasks(names: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Catalogue entries of new tasks (key -> name) that belong to no network."""
+    return {key: {"name": name, "networks": {}} for key, name in names.items()}
 
 
 def task_group_ids(task_keys: list[str]) -> np.ndarray:
@@ -258,12 +279,11 @@ class FeaturizedPrograms:
                         ) -> "FeaturizedPrograms":
         """These programs followed by unmeasured ones (latency NaN on every platform) of new tasks named ``names``
         (task key -> name): a transfer set for distillation (``tlp.model.distil.with_transfer_set``)."""
-        unmeasured = np.full((len(task_keys), len(self.platform_ids)), np.nan)
         return dataclasses.replace(self, features=np.concatenate([self.features, features]),
                                    task_keys=list(self.task_keys) + list(task_keys),
-                                   latencies=np.concatenate([self.latencies, unmeasured]),
-                                   catalogue={**self.catalogue, **{k: {"name": n, "networks": {}}
-                                                                   for k, n in names.items()}})
+                                   latencies=np.concatenate([self.latencies, _unmeasured(len(task_keys),
+                                                                                         len(self.platform_ids))]),
+                                   catalogue={**self.catalogue, **_unmeasured_tasks(names)})
 
     def group_ids(self) -> np.ndarray:
         return task_group_ids(self.task_keys)

@@ -18,7 +18,6 @@ seeds, avg-tail weights), and made every seed beat XGBoost on both held-out metr
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -141,10 +140,4 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
         raise DistillationError(f"no new operator shape with programs to rank among {shapes} random shapes")
     if isinstance(programs, FeaturizedPrograms):
         return programs.with_unmeasured(programs.featurizer.transform(traces, [extents[k] for k in keys]), keys, names)
-    return dataclasses.replace(programs, traces=list(programs.traces) + traces,
-                               task_keys=list(programs.task_keys) + keys,
-                               latencies=np.concatenate([programs.latencies,
-                                                         np.full((len(keys), len(programs.platform_ids)), np.nan)]),
-                               extents={**programs.extents, **extents},
-                               catalogue={**programs.catalogue,
-                                          **{k: {"name": n, "networks": {}} for k, n in names.items()}})
+    return programs.with_unmeasured(traces, keys, extents, names)
