@@ -15,6 +15,10 @@ Two steps (the first trains XGBoost as ``tlp eval --baselines xgb`` does, ~15 mi
         benchmarks/results/xgb_zen4_test_scores.npz --scores benchmarks/results/recipe_sweep_runs/cpu3/scores.npz \\
         --models lstm+avg-tail --json benchmarks/results/heldout_picks_zen4.json
 
+With ``--bootstrap N`` (default 200) each model's TenSet top-1 also gets a 90 % interval over N resamples of every
+task's programs, and its lead over the first baseline on the same resamples (``tlp.evaluation.bootstrap``, what
+``tlp eval`` prints): how much of a difference in TenSet top-1 the held-out sample can support.
+
 ``--bundle`` is a ``recipe_sweep.py prepare`` bundle of the same platform (its test split is the one scored);
 ``--scores`` files are ``recipe_sweep.py train`` outputs; ``--models`` picks the recipes whose seeds are read
 (each seed a model, and their rank-percentile mean as one ensemble).
@@ -101,6 +105,29 @@ def _origin_mix(dataset_path: str, platform: str, sizes: dict[str, int]) -> dict
     return out
 
 
+def _bootstrap(test: Any, models: dict[str, np.ndarray], baseline_name: str, networks: list[str], draws: int
+               ) -> dict[str, Any]:
+    """Each model's TenSet top-1 interval and its lead over ``baseline_name``: one call per model with the same
+    seed, so every model is scored on the same resamples (they do not depend on the models)."""
+    from tlp.evaluation.bootstrap import bootstrap_top1  # pylint: disable=import-outside-toplevel
+
+    out = {}
+    print(f"\n{'model':<26} TenSet top-1, 90 % interval over {draws} resamples; lead over {baseline_name}")
+    for name, scores in models.items():
+        pair = {name: scores} if name == baseline_name else {name: scores, baseline_name: models[baseline_name]}
+        result = bootstrap_top1(test, pair, networks, draws, seed=0, reference=name)
+        row = {**result["models"][name], **({"lead": result["differences"][baseline_name]}
+                                             if name != baseline_name else {})}
+        out[name] = row
+        lead = ""
+        if "lead" in row:
+            low, high = row["lead"]["interval"]
+            lead = (f"  lead {row['lead']['median']:+.3f} [{low:+.3f}, {high:+.3f}], "
+                    f"ahead in {row['lead']['reference_leads']:.0%}")
+        print(f"{name:<26} {row['median']:.3f} [{row['interval'][0]:.3f}, {row['interval'][1]:.3f}]{lead}")
+    return out
+
+
 def report(args: argparse.Namespace) -> None:
     # pylint: disable=import-outside-toplevel
     from tlp.features.cache import read_cache
@@ -155,6 +182,8 @@ def report(args: argparse.Namespace) -> None:
         result["tenset"][name] = {"top1": tenset["top1"], "top5": tenset["top5"],
                                   "per_network_top1": {n: r["top1"] for n, r in tenset["per_network"].items()}}
         print(f"{name:<26} {tenset['top1']:.3f} / {tenset['top5']:.3f}")
+    if args.bootstrap:
+        result["bootstrap"] = _bootstrap(test, models, baseline_name, meta["held_out_networks"], args.bootstrap)
     result["origins"] = _origin_mix(args.dataset, meta["platform"], sizes)
     # The tasks that cost each network the most under the first model of --models (ensemble if there is one).
     focus = next((m for m in models if " x" in m), list(models)[-1])
@@ -194,6 +223,7 @@ def main() -> None:
     r.add_argument("--scores", nargs="+", required=True, help="recipe_sweep.py train scores.npz files")
     r.add_argument("--models", default="lstm+avg-tail", help="comma-separated recipes")
     r.add_argument("--top", type=int, default=5)
+    r.add_argument("--bootstrap", type=int, default=200, help="resamples for TenSet top-1 intervals (0: none)")
     r.add_argument("--json")
     args = parser.parse_args()
     {"baseline": baseline, "report": report}[args.step](args)
