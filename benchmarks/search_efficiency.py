@@ -221,7 +221,8 @@ def _add_fixed_part(run: dict, work_dir: Path, fixed: dict[str, int]) -> None:
     history, report = work_dir / "history.jsonl", work_dir / "report.json"
     if not (history.exists() and report.exists()):
         return
-    names = [t["name"] for t in json.loads(report.read_text())["tasks"]]
+    # The history holds the tuned tasks only (--top-tasks: the report lists the network's other tasks too).
+    names = [t["name"] for t in json.loads(report.read_text())["tasks"] if t.get("tuned", True)]
     part = curve_points(history, [fixed.get(n, 0) for n in names])
     if len(part) != len(run["curve"]):
         raise SystemExit(f"{work_dir}: its history no longer matches the stored curve; re-run it or drop it")
