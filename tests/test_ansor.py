@@ -224,7 +224,8 @@ def test_train_and_eval_on_ansor_records(mmperf_dataset, capsys):
     assert main(["eval", "--model", str(mmperf_dataset / "m.pt"), "--dataset", str(mmperf_dataset / "ds"),
                  "--json"]) == 0
     results = json.loads(capsys.readouterr().out)
-    assert set(results) == {"tlp", "random", "data"}
+    assert set(results) == {"tlp", "random", "data", "bootstrap"}
+    assert set(results["bootstrap"]["differences"]) == {"random"}  # TLP's lead over random, with its interval
     assert results["data"]["test_tasks"] == 2 and results["data"]["train_tasks"] == 4
     for name in ("tlp", "random"):
         assert 0 < results[name]["per_network"]["test_mm"]["top1"] <= results[name]["top5"] <= 1
