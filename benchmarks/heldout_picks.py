@@ -107,23 +107,25 @@ def _origin_mix(dataset_path: str, platform: str, sizes: dict[str, int]) -> dict
 
 def _bootstrap(test: Any, models: dict[str, np.ndarray], baseline_name: str, networks: list[str], draws: int
                ) -> dict[str, Any]:
-    """Each model's TenSet top-1 interval and its lead over ``baseline_name``: one call per model with the same
-    seed, so every model is scored on the same resamples (they do not depend on the models)."""
-    from tlp.evaluation.bootstrap import bootstrap_top1  # pylint: disable=import-outside-toplevel
+    """Each model's TenSet top-1 interval and its lead over ``baseline_name``, every model scored on the same
+    resamples (one ``resampled_top1`` call)."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.evaluation.bootstrap import interval, paired_lead, resampled_top1
 
+    names = list(models)
+    top1 = resampled_top1(test, models, networks, draws, seed=0)
+    base = top1[:, names.index(baseline_name)]
     out = {}
     print(f"\n{'model':<26} TenSet top-1, 90 % interval over {draws} resamples; lead over {baseline_name}")
-    for name, scores in models.items():
-        pair = {name: scores} if name == baseline_name else {name: scores, baseline_name: models[baseline_name]}
-        result = bootstrap_top1(test, pair, networks, draws, seed=0, reference=name)
-        row = {**result["models"][name], **({"lead": result["differences"][baseline_name]}
-                                             if name != baseline_name else {})}
-        out[name] = row
+    for m, name in enumerate(names):
+        row = interval(top1[:, m])
         lead = ""
-        if "lead" in row:
+        if name != baseline_name:
+            row["lead"] = paired_lead(top1[:, m], base)
             low, high = row["lead"]["interval"]
             lead = (f"  lead {row['lead']['median']:+.3f} [{low:+.3f}, {high:+.3f}], "
                     f"ahead in {row['lead']['reference_leads']:.0%}")
+        out[name] = row
         print(f"{name:<26} {row['median']:.3f} [{row['interval'][0]:.3f}, {row['interval'][1]:.3f}]{lead}")
     return out
 

@@ -29,11 +29,11 @@ def _network_tasks(programs: LabeledPrograms, network: str) -> list[tuple[np.nda
     return [(np.array(index), float(programs.catalogue[key]["networks"][network])) for key, index in rows.items()]
 
 
-def bootstrap_top1(programs: LabeledPrograms, scores: dict[str, np.ndarray], networks: list[str],
-                   draws: int = DEFAULT_DRAWS, seed: int = 0, reference: str | None = None) -> dict[str, Any]:
-    """TenSet top-1 (mean over ``networks``) of each model in ``scores`` (name -> scores of ``programs``) on
-    ``draws`` resamples of every task's programs: each model's interval, and the interval of ``reference``'s top-1
-    minus each other model's (paired: the same resamples), with the share of draws where the reference leads."""
+def resampled_top1(programs: LabeledPrograms, scores: dict[str, np.ndarray], networks: list[str],
+                   draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
+    """TenSet top-1 (mean over ``networks``) of each model in ``scores`` (name -> scores of ``programs``, columns in
+    that order) on each of ``draws`` resamples of every task's programs: a (draws, models) array. Every model is
+    scored on the same resamples, so columns can be compared draw by draw."""
     rng = np.random.default_rng(seed)
     names = list(scores)
     per_network = [_network_tasks(programs, n) for n in networks]
@@ -51,19 +51,36 @@ def bootstrap_top1(programs: LabeledPrograms, scores: dict[str, np.ndarray], net
                     denominator[m] += weight * latencies[np.argmax(scores[name][sample])]
             network_scores[n] = numerator / denominator
         top1[draw] = network_scores.mean(axis=0)
+    return top1
+
+
+def interval(values: np.ndarray) -> dict[str, Any]:
+    """Median and the ``LEVEL`` interval of one model's resampled top-1 (or of a paired difference)."""
     low, high = (1 - LEVEL) / 2 * 100, (1 + LEVEL) / 2 * 100
-    result: dict[str, Any] = {"draws": draws, "level": LEVEL, "models": {
-        name: {"median": float(np.median(top1[:, m])), "interval": [float(np.percentile(top1[:, m], low)),
-                                                                    float(np.percentile(top1[:, m], high))]}
-        for m, name in enumerate(names)}}
+    return {"median": float(np.median(values)),
+            "interval": [float(np.percentile(values, low)), float(np.percentile(values, high))]}
+
+
+def paired_lead(reference: np.ndarray, other: np.ndarray) -> dict[str, Any]:
+    """``reference`` minus ``other``, draw by draw: its interval and the share of draws where the reference leads."""
+    difference = reference - other
+    return {**interval(difference), "reference_leads": float((difference > 0).mean())}
+
+
+def bootstrap_top1(programs: LabeledPrograms, scores: dict[str, np.ndarray], networks: list[str],
+                   draws: int = DEFAULT_DRAWS, seed: int = 0, reference: str | None = None) -> dict[str, Any]:
+    """Each model's TenSet top-1 interval over ``draws`` resamples (``resampled_top1``), and the interval of
+    ``reference``'s top-1 minus each other model's (paired: the same resamples), with the share of draws where the
+    reference leads."""
+    names = list(scores)
+    top1 = resampled_top1(programs, scores, networks, draws, seed)
+    result: dict[str, Any] = {"draws": draws, "level": LEVEL,
+                              "models": {name: interval(top1[:, m]) for m, name in enumerate(names)}}
     if reference is not None:
         ref = names.index(reference)
         result["reference"] = reference
-        result["differences"] = {
-            name: {"median": float(np.median(diff)), "interval": [float(np.percentile(diff, low)),
-                                                                  float(np.percentile(diff, high))],
-                   "reference_leads": float((diff > 0).mean())}
-            for m, name in enumerate(names) if m != ref for diff in [top1[:, ref] - top1[:, m]]}
+        result["differences"] = {name: paired_lead(top1[:, ref], top1[:, m])
+                                 for m, name in enumerate(names) if m != ref}
     return result
 
 
