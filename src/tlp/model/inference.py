@@ -3,8 +3,8 @@
 ``TLPNet.forward`` on a whole batch is the reference; scorers here compute the same function with less work,
 which is what a search's cost model needs (it scores hundreds of candidates per call and thousands per task):
 
-- :class:`ChunkedScorer` (any architecture): programs sorted by trace length and scored in chunks of ``chunk``,
-  each padded only to its own longest trace. Padding rows are masked out of attention and of the score sum, so
+- :class:`ChunkedScorer` (any architecture): programs with the same features once, sorted by trace length and
+  scored in chunks of ``chunk``, each padded only to its own longest trace (LSTM: chunks of one length, unpadded). Padding rows are masked out of attention and of the score sum, so
   cropping them changes nothing; small chunks keep the activations in cache (a 512 x 80 x 256 batch does not).
 - :class:`AttentionScorer` (TLP's attention network): every piece of work once: the per-row part before
   attention once per *distinct* feature row of the batch (the candidates of one search share almost all rows:
@@ -60,10 +60,20 @@ class ChunkedScorer:
         self.net.eval()
         device = next(self.net.parameters()).device
         with torch.inference_mode():
+            # Programs with the same features (a crop of the trace often hides what tells candidates apart) once.
+            distinct, program_of = _distinct_rows(features.reshape(len(features), -1))
+            features = distinct.reshape(len(distinct), *features.shape[1:])
+            out = torch.empty((len(features), len(heads)), dtype=torch.float32)
             lengths = (features[..., self.net.embed.kind_col] != 0).sum(dim=1).clamp_min(1)
             order = torch.argsort(lengths, stable=True)  # neighbours have similar lengths: little padding
             rows = features[:, : int(lengths.max())].to(device)
             chunks = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
+            if self.net.config.arch == "lstm":
+                # Chunks of one length: the LSTM then runs on unpadded sequences, without packing them.
+                sorted_lengths = lengths[order]
+                bounds = torch.nonzero(sorted_lengths[1:] != sorted_lengths[:-1]).flatten() + 1
+                chunks = [part[start : start + self.chunk] for part in torch.tensor_split(order, bounds)
+                          for start in range(0, len(part), self.chunk)]
 
             def score_chunk(index: torch.Tensor) -> None:
                 with torch.inference_mode():  # per thread: PyTorch's grad mode is thread-local
@@ -72,7 +82,7 @@ class ChunkedScorer:
                                              dim=1).float().cpu()
 
             self._run(chunks, score_chunk, device)
-        return out.numpy()
+        return out[program_of].numpy()
 
     def _run(self, chunks: list[Any], score_chunk: Callable[[Any], None], device: torch.device) -> None:
         """``score_chunk`` on every chunk: on ``workers`` threads of one PyTorch thread each (CPU), else in turn."""

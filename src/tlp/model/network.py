@@ -141,8 +141,12 @@ class TLPNet(nn.Module):
         elif self.config.arch == "lstm":
             # Packing keeps the backward direction from reading the padding after the trace's end.
             lengths = (~padding).sum(dim=1).clamp_min(1).cpu()
-            packed = nn.utils.rnn.pack_padded_sequence(h, lengths, batch_first=True, enforce_sorted=False)
-            h, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=h.shape[1])
+            if bool((lengths == h.shape[1]).all()):
+                h = self.lstm(h)[0]  # no padding to skip (scorers batch equal lengths): packing would only cost
+            else:
+                packed = nn.utils.rnn.pack_padded_sequence(h, lengths, batch_first=True, enforce_sorted=False)
+                h, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                                        total_length=h.shape[1])
         else:
             h = self.transformer(h, src_key_padding_mask=padding & ~padding.all(dim=1, keepdim=True))
         return self.blocks(h), padding
