@@ -4,8 +4,9 @@
 which is what a search's cost model needs (it scores hundreds of candidates per call and thousands per task):
 
 - :class:`ChunkedScorer` (any architecture): programs with the same features once, sorted by trace length and
-  scored in chunks of ``chunk``, each padded only to its own longest trace (LSTM: chunks of one length, unpadded). Padding rows are masked out of attention and of the score sum, so
-  cropping them changes nothing; small chunks keep the activations in cache (a 512 x 80 x 256 batch does not).
+  scored in chunks of ``chunk``, each padded only to its own longest trace (LSTM: chunks of one length, no
+  padding). Padding rows are masked out of attention and of the score sum, so cropping them changes nothing;
+  small chunks keep the activations in cache (a 512 x 80 x 256 batch does not).
 - :class:`AttentionScorer` (TLP's attention network): every piece of work once: the per-row part before
   attention once per *distinct* feature row of the batch (the candidates of one search share almost all rows:
   1-3 % are distinct), attention and everything after it once per distinct row *of each program*, on real rows
@@ -54,9 +55,8 @@ class ChunkedScorer:
 
     def scores(self, features: torch.Tensor, heads: Sequence[int] = (0,)) -> np.ndarray:
         """``[N, len(heads)]`` float32 scores of ``[N, L, width]`` features (higher = faster)."""
-        out = torch.empty((len(features), len(heads)), dtype=torch.float32)
         if not len(features):
-            return out.numpy()
+            return np.empty((0, len(heads)), dtype=np.float32)
         self.net.eval()
         device = next(self.net.parameters()).device
         with torch.inference_mode():
@@ -67,13 +67,12 @@ class ChunkedScorer:
             lengths = (features[..., self.net.embed.kind_col] != 0).sum(dim=1).clamp_min(1)
             order = torch.argsort(lengths, stable=True)  # neighbours have similar lengths: little padding
             rows = features[:, : int(lengths.max())].to(device)
-            chunks = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
+            runs = [order]
             if self.net.config.arch == "lstm":
                 # Chunks of one length: the LSTM then runs on unpadded sequences, without packing them.
                 sorted_lengths = lengths[order]
-                bounds = torch.nonzero(sorted_lengths[1:] != sorted_lengths[:-1]).flatten() + 1
-                chunks = [part[start : start + self.chunk] for part in torch.tensor_split(order, bounds)
-                          for start in range(0, len(part), self.chunk)]
+                runs = torch.tensor_split(order, torch.nonzero(sorted_lengths[1:] != sorted_lengths[:-1]).flatten() + 1)
+            chunks = [run[start : start + self.chunk] for run in runs for start in range(0, len(run), self.chunk)]
 
             def score_chunk(index: torch.Tensor) -> None:
                 with torch.inference_mode():  # per thread: PyTorch's grad mode is thread-local
