@@ -39,6 +39,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,16 @@ def transfer(args: argparse.Namespace) -> None:
     meta = json.loads((bundle / "bundle.json").read_text())
     programs, _ = read_cache(bundle / "programs.npz")
     target = Dataset(args.dataset).store(meta["platform"]).platform.target
-    grown = with_transfer_set(programs, target, args.tasks, args.per_task, args.seed)
+    guide = None
+    if args.guide:
+        from tlp.search.cost_model import TLPCostModel
+
+        # Not bound to the bundle's target: that machine need not be this one (the guide only scores traces).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            guide = TLPCostModel(TLPModel.load(args.guide))
+    grown = with_transfer_set(programs, target, args.tasks, args.per_task, args.seed, guide=guide,
+                              guided_per_shape=args.guided_per_task)
     n = len(programs.task_keys)
     keys = grown.task_keys[n:]
     names = {k: grown.catalogue[k]["name"] for k in dict.fromkeys(keys)}
@@ -482,6 +492,8 @@ def main() -> None:
     x.add_argument("--tasks", type=int, default=180)
     x.add_argument("--per-task", type=int, default=48)
     x.add_argument("--seed", type=int, default=0)
+    x.add_argument("--guide", help="a checkpoint: also the programs a search guided by it would measure first")
+    x.add_argument("--guided-per-task", type=int, default=0)
     r = steps.add_parser("rescore")
     r.add_argument("--bundle", required=True)
     r.add_argument("--checkpoints", nargs="+", required=True, help="checkpoints-*.tar files of train steps")

@@ -282,3 +282,26 @@ def test_a_transfer_set_adds_random_draws_of_new_operator_shapes_unmeasured(trai
     tail = traced.traces[len(programs.task_keys):]
     assert np.array_equal(grown.features[n:], teacher.featurizer.transform(
         tail, [block_extents(shapes[0 if k == new_keys[0] else 1].task().mod) for k in new_keys]))
+
+
+def test_a_guided_transfer_set_adds_the_programs_a_search_under_the_guide_would_measure(trained, host_platform):
+    from tlp.features.tensors import FeaturizedPrograms
+    from tlp.model.distil import with_transfer_set
+    from tlp.search.cost_model import TLPCostModel
+
+    teacher, programs, _ = trained
+    measured = FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
+                                  programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
+                                  teacher.featurizer)
+    plain = with_transfer_set(measured, host_platform.target, 1, per_shape=8, seed=3)
+    guided = with_transfer_set(measured, host_platform.target, 1, per_shape=8, seed=3,
+                               guide=TLPCostModel(teacher), guided_per_shape=8)
+    n, m = len(measured.task_keys), len(plain.task_keys)
+    # the random draws first, as without a guide; then the guided ones, none a copy of a random draw
+    assert guided.task_keys[:m] == plain.task_keys and np.array_equal(guided.features[:m], plain.features)
+    extra = guided.features[m:]
+    assert len(extra) >= 4 and set(guided.task_keys[m:]) == set(plain.task_keys[n:])
+    assert np.isnan(guided.latencies[n:]).all()
+    # the search climbs the guide's score: its picks rank above the random draws of the same shape
+    scores = teacher.predict_features(guided.features[n:], 0, precision="fp32")
+    assert np.median(scores[m - n:]) > np.median(scores[: m - n])

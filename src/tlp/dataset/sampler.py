@@ -6,7 +6,10 @@ its time near the good end), so candidates come from two sources, as in TenSet:
 - ``random``: MetaSchedule's ``ReplayTrace`` — every sampling instruction of a design-space sketch re-drawn at
   random, then the postprocessors;
 - ``evolved``: MetaSchedule's ``EvolutionarySearch`` guided by its XGBoost model trained on this task's
-  measurements so far, seeded with the best measured programs — the programs a real tuning run would measure.
+  measurements so far, seeded with the best measured programs — the programs a real tuning run would measure;
+- ``guided``: the same search guided by any cost model with nothing measured (a trained TLP model): programs
+  near the good end *as that model sees it*, for a teacher to rank where no measurement exists
+  (``tlp.model.distil.with_transfer_set``).
 """
 
 from __future__ import annotations
@@ -78,6 +81,19 @@ class CandidateSampler:
         if candidates:
             cost_model.update(context, candidates, results)
         return self._draw(context, count, database=database, cost_model=cost_model)
+
+    def guided(self, count: int, cost_model: Any, seed: int, population: int = 128, genetic_iters: int = 2
+               ) -> list[Any]:
+        """The ``count`` candidates an evolutionary search guided by ``cost_model`` would measure first, with no
+        measured program (an empty database: every initial program is a random draw, then evolved under the model;
+        no epsilon-greedy random picks). The defaults are those of ``tlp tune``'s zero-measurement search
+        (``tlp.search.predicted.PredictionConfig``)."""
+        context = self._context(
+            ms.search_strategy.EvolutionarySearch(population_size=population, init_min_unmeasured=population,
+                                                  genetic_num_iters=genetic_iters, eps_greedy=0.0),
+            seed,
+        )
+        return self._draw(context, count, database=ms.database.MemoryDatabase(), cost_model=cost_model)
 
     def _draw(self, context: Any, count: int, database: Any = None, cost_model: Any = None) -> list[Any]:
         context.pre_tuning(

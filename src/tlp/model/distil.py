@@ -18,6 +18,7 @@ seeds, avg-tail weights), and made every seed beat XGBoost on both held-out metr
 
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 import numpy as np
@@ -110,11 +111,17 @@ def _softmax(values: np.ndarray) -> np.ndarray:
 
 
 def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, target: dict[str, Any], shapes: int,
-                      per_shape: int = 48, seed: int = 0) -> FeaturizedPrograms | MultiPlatformPrograms:
+                      per_shape: int = 48, seed: int = 0, guide: Any = None, guided_per_shape: int = 0
+                      ) -> FeaturizedPrograms | MultiPlatformPrograms:
     """``programs`` followed by ``per_shape`` random draws (on ``target``) of each of ``shapes`` operator shapes
     that no program's task has (:func:`tlp.workloads.operators.random_operator_shapes`), unmeasured (latency NaN on
     every platform): programs for the teachers to rank and the student to learn that ranking of. Featurized
-    programs get the draws featurized with their own featurizer. Nothing is measured; ~0.5 s per shape."""
+    programs get the draws featurized with their own featurizer. Nothing is measured; ~0.5 s per shape.
+
+    With a ``guide`` (a MetaSchedule cost model, e.g. a ``TLPCostModel`` of one teacher), each shape also gets the
+    ``guided_per_shape`` programs an evolutionary search under that model would measure first: the good region a
+    search visits, where random draws rarely land and where the held-out search programs live (several seconds
+    per shape)."""
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.sampler import CandidateSampler, trace_json
     from tlp.features.featurizer import block_extents
@@ -129,7 +136,14 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
         task = spec.task()
         if task.key in known or task.key in names:
             continue
-        drawn = [trace_json(c) for c in CandidateSampler(task, target).random(per_shape, seed=seed)]
+        sampler = CandidateSampler(task, target)
+        drawn = [trace_json(c) for c in sampler.random(per_shape, seed=seed)]
+        if guide is not None and guided_per_shape:
+            seen = {json.dumps(t, sort_keys=True) for t in drawn}
+            for candidate in sampler.guided(guided_per_shape, guide, seed=seed):
+                trace = trace_json(candidate)
+                if json.dumps(trace, sort_keys=True) not in seen:
+                    drawn.append(trace)
         if len(drawn) < 2:
             continue  # nothing to rank
         traces += drawn
