@@ -120,8 +120,9 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
 
     With a ``guide`` (a MetaSchedule cost model, e.g. a ``TLPCostModel`` of one teacher), each shape also gets the
     ``guided_per_shape`` programs an evolutionary search under that model would measure first: the good region a
-    search visits, where random draws rarely land and where the held-out search programs live (several seconds
-    per shape)."""
+    search visits, where random draws rarely land and where the held-out search programs live (~5 s per shape on
+    2 cores). Measured on the Zen 4 records: no clear change in the students' held-out scores (two seeds;
+    ``benchmarks/README.md``, "Guided transfer programs")."""
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.sampler import CandidateSampler, trace_json
     from tlp.features.featurizer import block_extents
