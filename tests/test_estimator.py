@@ -220,14 +220,11 @@ def test_distillation_refuses_a_teacher_without_a_head_for_a_platform(trained):
 
 
 def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(trained, monkeypatch):
-    from tlp.features.tensors import FeaturizedPrograms
     from tlp.model import losses
     from tlp.model.distil import distillation_targets, ensemble_scores
 
     teacher, programs, _ = trained
-    measured = FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
-                                  programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
-                                  teacher.featurizer)
+    measured = _featurized(teacher, programs)
     # The same programs again as unmeasured ones of other tasks (a transfer set: no latency, a teacher's ranking).
     unmeasured = dataclasses.replace(measured, task_keys=[f"unmeasured-{k}" for k in measured.task_keys],
                                      latencies=np.full_like(measured.latencies, np.nan))
@@ -258,14 +255,12 @@ def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(tr
 
 def test_a_transfer_set_adds_random_draws_of_new_operator_shapes_unmeasured(trained, host_platform):
     from tlp.features.featurizer import block_extents
-    from tlp.features.tensors import FeaturizedPrograms, MultiPlatformPrograms
+    from tlp.features.tensors import MultiPlatformPrograms
     from tlp.model.distil import with_transfer_set
     from tlp.workloads.operators import random_operator_shapes
 
     teacher, programs, _ = trained
-    measured = FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
-                                  programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
-                                  teacher.featurizer)
+    measured = _featurized(teacher, programs)
     shapes = random_operator_shapes(6, seed=3)
     assert len({s.name for s in shapes}) == 6 and {s.family for s in shapes} >= {"random_dense",
                                                                                    "random_group_conv2d_nchw"}
@@ -285,19 +280,16 @@ def test_a_transfer_set_adds_random_draws_of_new_operator_shapes_unmeasured(trai
 
 
 def test_a_guided_transfer_set_adds_the_programs_a_search_under_the_guide_would_measure(trained, host_platform):
-    from tlp.features.tensors import FeaturizedPrograms
     from tlp.model.distil import with_transfer_set
     from tlp.search.cost_model import TLPCostModel
 
     teacher, programs, _ = trained
-    measured = FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
-                                  programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
-                                  teacher.featurizer)
+    measured = _featurized(teacher, programs)
     plain = with_transfer_set(measured, host_platform.target, 1, per_shape=8, seed=3)
     guided = with_transfer_set(measured, host_platform.target, 1, per_shape=8, seed=3,
                                guide=TLPCostModel(teacher), guided_per_shape=8)
     n, m = len(measured.task_keys), len(plain.task_keys)
-    # the random draws first, as without a guide; then the guided ones, none a copy of a random draw
+    # the random draws first, as without a guide; then the guided ones, of the same shape
     assert guided.task_keys[:m] == plain.task_keys and np.array_equal(guided.features[:m], plain.features)
     extra = guided.features[m:]
     assert len(extra) >= 4 and set(guided.task_keys[m:]) == set(plain.task_keys[n:])
@@ -305,3 +297,12 @@ def test_a_guided_transfer_set_adds_the_programs_a_search_under_the_guide_would_
     # the search climbs the guide's score: its picks rank above the random draws of the same shape
     scores = teacher.predict_features(guided.features[n:], 0, precision="fp32")
     assert np.median(scores[m - n:]) > np.median(scores[: m - n])
+
+
+def _featurized(teacher, programs):
+    """The measured programs as the teacher featurizes them (one platform column)."""
+    from tlp.features.tensors import FeaturizedPrograms
+
+    return FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
+                              programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
+                              teacher.featurizer)

@@ -18,7 +18,6 @@ seeds, avg-tail weights), and made every seed beat XGBoost on both held-out metr
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 import numpy as np
@@ -125,6 +124,7 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
     ``benchmarks/README.md``, "Guided transfer programs")."""
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.sampler import CandidateSampler, trace_json
+    from tlp.dataset.store import trace_id
     from tlp.features.featurizer import block_extents
     from tlp.workloads.operators import random_operator_shapes
 
@@ -140,11 +140,9 @@ def with_transfer_set(programs: FeaturizedPrograms | MultiPlatformPrograms, targ
         sampler = CandidateSampler(task, target)
         drawn = [trace_json(c) for c in sampler.random(per_shape, seed=seed)]
         if guide is not None and guided_per_shape:
-            seen = {json.dumps(t, sort_keys=True) for t in drawn}
-            for candidate in sampler.guided(guided_per_shape, guide, seed=seed):
-                trace = trace_json(candidate)
-                if json.dumps(trace, sort_keys=True) not in seen:
-                    drawn.append(trace)
+            seen = {trace_id(task.key, t) for t in drawn}  # the dataset's identity of a program
+            drawn += [t for t in map(trace_json, sampler.guided(guided_per_shape, guide, seed=seed))
+                      if trace_id(task.key, t) not in seen]
         if len(drawn) < 2:
             continue  # nothing to rank
         traces += drawn
