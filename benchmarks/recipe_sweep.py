@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import json
 import multiprocessing
 import os
@@ -79,15 +80,18 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lstm-soft-slowdown": ({"arch": "lstm"}, {"loss": "soft-listwise+slowdown"}),
     "lstm-soft-distil-transfer-mixed-heavy": ({"arch": "lstm"}, {"loss": "soft-listwise",
                                                                  "task_weighting": "network-share"}),
+    # ... distilled with the slowdown term kept: on the measured latencies, the listwise part on the targets.
+    "lstm-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm"}, {"loss": "soft-listwise+slowdown"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
 }
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
 DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5,
-             "lstm-soft-distil-transfer-mixed-heavy": 0.5}
+             "lstm-soft-distil-transfer-mixed-heavy": 0.5, "lstm-soft-slowdown-distil-transfer-mixed": 0.5}
 # Recipes that also train on the bundle's transfer programs:
-TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed", "lstm-soft-distil-transfer-mixed-heavy"}
+TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed", "lstm-soft-distil-transfer-mixed-heavy",
+               "lstm-soft-slowdown-distil-transfer-mixed"}
 # In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
 TEACHER_SCORES = "teacher_scores.npy"
 
@@ -311,6 +315,16 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
 
     if not teachers:
         raise SystemExit(f"recipes {', '.join(DISTILLED)} need --teachers")
+    # The scores depend on the teachers and on the bundle's training and transfer programs only: a train step into
+    # the same --out with the same ones reuses them (reading the bundle and scoring every program take minutes).
+    made_of = hashlib.sha256()
+    for path in [*teachers, *(Path(bundle) / name for name in ("bundle.json", "programs.npz", TRANSFER))]:
+        if Path(path).exists():
+            made_of.update(Path(path).read_bytes())
+    stamp = out / (TEACHER_SCORES + ".sha256")
+    if (out / TEACHER_SCORES).exists() and stamp.exists() and stamp.read_text() == made_of.hexdigest():
+        print(f"teachers: scores of {', '.join(map(str, teachers))} already in {out}", flush=True)
+        return
     meta = json.loads((Path(bundle) / "bundle.json").read_text())
     programs, _ = read_cache(Path(bundle) / "programs.npz")
     train_programs, _ = programs.split_by_network(set(meta["held_out_networks"]))
@@ -321,6 +335,7 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
                                                   else [Path(path)])]
         models = [TLPModel.load(p) for p in paths]
     np.save(out / TEACHER_SCORES, ensemble_scores(models, train_programs))
+    stamp.write_text(made_of.hexdigest())
     print(f"teachers: {', '.join(p.stem for p in paths)}", flush=True)
 
 

@@ -208,6 +208,44 @@ def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(colle
         student.fit(data, progress=False, targets=targets[:-1])
 
 
+def test_distilling_with_the_slowdown_term_feeds_it_measured_labels_only(trained, monkeypatch):
+    from tlp.model import losses
+    from tlp.model.distil import distillation_targets, ensemble_scores
+
+    teacher, programs, _ = trained
+    measured = _featurized(teacher, programs)
+    unmeasured = dataclasses.replace(measured, task_keys=[f"unmeasured-{k}" for k in measured.task_keys],
+                                     latencies=np.full_like(measured.latencies, np.nan))
+    both = dataclasses.replace(measured, features=np.concatenate([measured.features, unmeasured.features]),
+                               task_keys=measured.task_keys + unmeasured.task_keys,
+                               latencies=np.concatenate([measured.latencies, unmeasured.latencies]))
+    targets = distillation_targets(both, ensemble_scores([teacher], both), "soft-listwise+slowdown", alpha=0.5)
+    # the targets are written for the listwise part's temperature (0.3), as for plain soft-listwise
+    assert np.allclose(targets, distillation_targets(both, ensemble_scores([teacher], both), "soft-listwise", 0.5))
+    listwise_given: list[float] = []
+    slowdown_given: list[tuple[float, int]] = []
+
+    def listwise(scores, labels, group_ids, task_weight=None):
+        listwise_given.extend(labels.tolist())
+        return losses.listwise_loss(scores, labels, group_ids, task_weight, temperature=0.3)
+
+    def slowdown(scores, labels, group_ids, task_weight=None):
+        slowdown_given.extend(zip(labels.tolist(), group_ids.tolist()))
+        return losses.expected_slowdown_loss(scores, labels, group_ids, task_weight)
+
+    monkeypatch.setitem(losses.LOSSES, "soft-listwise", listwise)
+    monkeypatch.setitem(losses.MEASURED_TERMS, "soft-listwise+slowdown", ("soft-listwise", slowdown))
+    student = TLPModel(teacher.featurizer.config, ModelConfig(hidden=16, heads=2),
+                       TrainConfig(epochs=1, val_fraction=0.5, loss="soft-listwise+slowdown", seed=2))
+    student.fit(both, progress=False, targets=targets)
+    distance = lambda values, pool: np.abs(np.array(values)[:, None] - pool[None, :]).min(axis=1)  # noqa: E731
+    half = len(measured.task_keys)
+    assert listwise_given and distance(listwise_given, targets[:, 0]).max() < 1e-6  # unmeasured ones included
+    assert set(g for _, g in slowdown_given) <= set(both.group_ids()[:half].tolist())  # measured tasks only
+    labels = [value for value, _ in slowdown_given]
+    assert labels and distance(labels, both.labels()[:half, 0]).max() < 1e-6 and 0 < min(labels) <= max(labels) <= 1
+
+
 def test_distillation_refuses_a_teacher_without_a_head_for_a_platform(trained):
     from tlp.features.tensors import MultiPlatformPrograms
     from tlp.model.distil import DistillationError, ensemble_scores

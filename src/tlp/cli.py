@@ -526,7 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--distil-from", nargs="+", metavar="MODEL",
                        help="train on the mean scores of these models (e.g. the same recipe with several --seed "
                             "values, trained on the same dataset and crop) instead of the measured labels: one "
-                            "model that ranks like the ensemble (needs --loss listwise or soft-listwise)")
+                            "model that ranks like the ensemble (needs --loss listwise, soft-listwise or "
+                            "soft-listwise+slowdown: its slowdown term then reads the measured latencies only)")
     train.add_argument("--distil-alpha", type=float, default=0.0,
                        help="with --distil-from: weight of the measured labels in the targets (0: the teachers' only)")
     train.add_argument("--transfer-shapes", type=int, default=0, metavar="N",

@@ -22,7 +22,7 @@ from tlp.features.featurizer import FeatureConfig
 from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms, MultiPlatformPrograms
 from tlp.model.inference import scorer_for
-from tlp.model.losses import LOSSES
+from tlp.model.losses import LOSSES, MEASURED_TERMS
 from tlp.model.network import ModelConfig, TLPNet
 from tlp.model.task_weights import task_weights
 
@@ -291,13 +291,14 @@ class TLPModel:
                parameters: list[dict[str, Any]], progress: bool, on_epoch: Callable[[dict[str, float]], None] | None,
                targets: np.ndarray | None = None) -> tuple[TrainHistory, dict[str, Any]]:
         """The training loop: column ``p`` of ``data`` trains head ``heads[p]`` on its labels (``targets`` instead,
-        when given); early stopping on validation."""
+        when given, except for a loss's measured-only term: ``MEASURED_TERMS``); early stopping on validation."""
         assert self.net is not None
         cfg = self.train_config
         if cfg.weights not in WEIGHTS:
             raise ValueError(f"TrainConfig.weights must be one of {', '.join(WEIGHTS)}, got {cfg.weights!r}")
         features = torch.from_numpy(data.featurize(self.featurizer))
-        labels = torch.from_numpy(data.labels() if targets is None else targets.astype(np.float32))
+        measured_labels = torch.from_numpy(data.labels())
+        labels = measured_labels if targets is None else torch.from_numpy(targets.astype(np.float32))
         measured = ~np.isnan(data.latencies)  # [N, P]
         # Programs with a target but no measurement (a teacher's ranking of unmeasured programs) train; only measured
         # ones validate, so validation tasks are drawn among the tasks with a measurement.
@@ -321,7 +322,12 @@ class TLPModel:
         self.net.to(device)
         backbone_frozen = not any(p.requires_grad for p in self.net.backbone_parameters())
         optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        loss_fn = LOSSES[cfg.loss]
+        loss_fn, measured_term = LOSSES[cfg.loss], None
+        if targets is not None and cfg.loss in MEASURED_TERMS:
+            # Distilling with a loss whose second term needs latencies: the targets feed the listwise part, the
+            # measured labels the other (tlp.model.losses.MEASURED_TERMS).
+            target_loss, measured_term = MEASURED_TERMS[cfg.loss]
+            loss_fn = LOSSES[target_loss]
         history = TrainHistory()
         best_state, since_best = None, 0
         # weights="average": a running sum (float64) restarted at each new best epoch, kept instead of a copy of the
@@ -350,9 +356,14 @@ class TLPModel:
                     if len(rows) < 2:
                         continue
                     r = torch.from_numpy(rows).to(device)
-                    term = loss_fn(self.net.score(h[r], padding[r], head), labels[index[rows], column].to(device),
-                                   g[r], None if weight_tensor is None
-                                   else weight_tensor[index[rows], column].to(device))
+                    scores = self.net.score(h[r], padding[r], head)
+                    weight = None if weight_tensor is None else weight_tensor[index[rows], column].to(device)
+                    term = loss_fn(scores, labels[index[rows], column].to(device), g[r], weight)
+                    on = np.nonzero(measured[index[rows], column])[0]
+                    if measured_term is not None and len(on) >= 2:
+                        o = torch.from_numpy(on).to(device)
+                        term = term + measured_term(scores[o], measured_labels[index[rows[on]], column].to(device),
+                                                    g[r][o], None if weight is None else weight[o])
                     loss = term if loss is None else loss + term
                 if loss is None or not loss.requires_grad:
                     continue
