@@ -197,6 +197,7 @@ def test_failed_records_can_be_retried(collected, host_platform, tmp_path, fast_
     assert all(p.latency is not None for p in retried.store(host_platform.id).latest_programs().values())
 
 
+@pytest.mark.slow
 def test_restarts_serve_unmeasured_tasks_first(tmp_path, tiny_tasks, host_platform, fast_measure):
     dataset = Dataset(tmp_path)
     plan = CollectPlan(trials_per_task=8, batch_size=4, max_batches=1)

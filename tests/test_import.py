@@ -13,7 +13,8 @@ def tuned_work_dir(tmp_path_factory, tiny_tasks, host_platform):
     from tlp._tvm import build_for_measurement
 
     work_dir = tmp_path_factory.mktemp("ms_work")
-    ms.tune_tir(tiny_tasks[0].mod, host_platform.target, str(work_dir), max_trials_global=8,
+    # One round of 4 trials: what the tests read (records, workloads, latencies) is all there after one round.
+    ms.tune_tir(tiny_tasks[0].mod, host_platform.target, str(work_dir), max_trials_global=4,
                 num_trials_per_iter=4, builder=ms.builder.LocalBuilder(f_build=build_for_measurement),
                 runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(repeat=3)))
     return work_dir
@@ -22,15 +23,15 @@ def tuned_work_dir(tmp_path_factory, tiny_tasks, host_platform):
 def test_import_is_complete_and_idempotent(tuned_work_dir, tmp_path, tiny_tasks, host_platform):
     dataset = Dataset(tmp_path)
     summary = import_work_dir(dataset, tuned_work_dir, network="my_model", hardware=host_platform.hardware)
-    assert summary.imported == 8 and summary.workloads == 1
+    assert summary.imported == 4 and summary.workloads == 1
     assert summary.platform == host_platform.id  # same target + same machine = same platform as our collections
     store = dataset.store(summary.platform)
     programs = list(store.iter_programs())
     assert {p.workload_key for p in programs} == {tiny_tasks[0].key}
-    assert sum(p.latency is not None for p in programs) >= 6
+    assert sum(p.latency is not None for p in programs) >= 3
     assert dataset.catalogue()[tiny_tasks[0].key]["networks"] == {"my_model": 1}
     again = import_work_dir(dataset, tuned_work_dir, network="my_model", hardware=host_platform.hardware)
-    assert again.imported == 0 and again.already_present == 8
+    assert again.imported == 0 and again.already_present == 4
 
 
 def test_import_without_hardware_is_its_own_platform(tuned_work_dir, tmp_path, host_platform):
@@ -47,7 +48,7 @@ def test_corrupt_lines_are_skipped_and_counted(tuned_work_dir, tmp_path):
     records.insert(3, '[0, [[[], []], ["fast"], {"kind": "llvm"}, []]]')
     (broken / "database_tuning_record.json").write_text("\n".join(records) + "\n")
     summary = import_work_dir(Dataset(tmp_path / "ds"), broken)
-    assert summary.imported == 8
+    assert summary.imported == 4
     assert summary.skipped == {"corrupt tuning record line": 1, "run_secs is not a list of numbers": 1}
     assert "database_tuning_record.json:3" in summary.examples[0]
 

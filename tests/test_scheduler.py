@@ -1,5 +1,7 @@
 """The task scheduler of `tlp tune` records each measured batch at once (MetaSchedule's waits for the first round)."""
 
+import pytest
+
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms
@@ -90,6 +92,7 @@ def test_each_batch_is_recorded_before_the_next_is_built(tmp_path, tiny_tasks, h
     assert {task for task, _ in seen} == {0, 1}
 
 
+@pytest.mark.slow
 def test_metaschedule_gradient_scheduler_records_the_first_round_only_at_its_end(tmp_path, tiny_tasks,
                                                                                    host_platform, fast_measure):
     # Why RecordingGradientScheduler exists: with MetaSchedule's own, the first batch is recorded only after
@@ -111,6 +114,7 @@ def test_a_one_program_task_ends_once_its_program_is_measured(tmp_path, host_pla
     assert len(database.get_all_tuning_records()) == 1 + 4 * TRIALS_PER_ITER
 
 
+@pytest.mark.slow
 def test_each_task_ends_at_its_own_total_when_a_run_resumes(tmp_path, tiny_tasks, host_platform, fast_measure):
     """`--trials-per-task` counts earlier runs: a task that has its trials already is not measured again, while
     one that has none gets its full share (MetaSchedule's cap is one number for all tasks of a run)."""

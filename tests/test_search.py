@@ -65,6 +65,7 @@ def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platfo
     assert cost_model.candidates_scored > 8  # the evolutionary search asked TLP to rank its population
 
 
+@pytest.mark.slow
 def test_tlp_cost_model_drives_tune_relax(tiny_checkpoint, host_platform, tmp_path):
     import torch
     from tvm import relax
@@ -189,6 +190,7 @@ def test_blended_cost_model_starts_as_tlp_and_brings_xgboost_in_as_the_task_is_m
     assert untrained.xgb_weight(context) == 0.0  # its random answers never reach the search
 
 
+@pytest.mark.slow
 def test_blended_cost_model_drives_tlp_tune(tiny_checkpoint, host_platform, tmp_path):
     from tlp.search.sources import resolve
     from tlp.search.tune import TuneConfig, tune

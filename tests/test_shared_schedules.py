@@ -38,6 +38,7 @@ def test_the_same_conv_with_two_epilogues_is_one_task(block):
     assert "conv2d" in variant and variant != conv.name
 
 
+@pytest.mark.slow
 def test_the_variant_is_compiled_with_the_tuned_schedule_and_matches_pytorch(block, host_platform, tmp_path):
     config = TuneConfig(trials=8, trials_per_iter=8, population=64, cost_model="random", predicted_schedules=False)
     report = tune(block, host_platform.target, tmp_path, config)

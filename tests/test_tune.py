@@ -129,6 +129,7 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert len(lines) == 16
 
 
+@pytest.mark.slow
 def test_post_optimization_runs_droplet_with_our_measurement(tmp_path, tiny_checkpoint):
     work = tmp_path / "work"
     done = _tune(["dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials", "8",

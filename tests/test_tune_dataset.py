@@ -119,6 +119,7 @@ example_inputs = (torch.randn(16, 64),)
 '''
 
 
+@pytest.mark.slow
 def test_info_counts_network_tasks_with_a_one_program_design_space_apart(tmp_path, host_platform):
     """`tlp dataset info` gives the programs per network task also over the tasks a search can add programs to:
     an elementwise task's design space holds one program, however long anyone searches."""
