@@ -34,6 +34,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import pickle  # the bundle's search set only: a file prepare wrote here
 import shutil
 import signal
 import sys
@@ -109,6 +110,19 @@ def _search_set(dataset_path: str, platform: str, networks: list[str], run_paths
     return search_metrics.read_search_runs(run_paths, exclude=trained, training_tasks=set(train.task_keys))
 
 
+SEARCH_SET = "search_set.pkl"
+
+
+def _bundle_search_set(bundle: Path, dataset_path: str, meta: dict[str, Any]) -> Any:
+    """The bundle's search set: pickled by ``prepare`` (reading the runs and excluding the training records reads
+    the whole store: 3-10 min), made from the dataset and the runs for a bundle prepared before it was kept."""
+    if (bundle / SEARCH_SET).exists():
+        return pickle.loads((bundle / SEARCH_SET).read_bytes())
+    search = _search_set(dataset_path, meta["platform"], meta["held_out_networks"], meta["search_runs"])
+    (bundle / SEARCH_SET).write_bytes(pickle.dumps(search))
+    return search
+
+
 def prepare(args: argparse.Namespace) -> None:
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.store import Dataset
@@ -128,6 +142,7 @@ def prepare(args: argparse.Namespace) -> None:
                                                                                     compact=args.compact))
     shutil.copyfile(cached.path, bundle / "programs.npz")
     search = _search_set(args.dataset, args.platform, networks, args.search_runs)
+    (bundle / SEARCH_SET).write_bytes(pickle.dumps(search))  # for score: reading it again takes minutes
     labeled = search.labeled()
     features = cached.programs.featurizer.transform(labeled.traces, [labeled.extents.get(k) for k in labeled.task_keys])
     np.savez_compressed(bundle / "search.npz", features=features, latencies=search.latencies)
@@ -425,7 +440,7 @@ def score(args: argparse.Namespace) -> None:
     programs, _ = read_cache(bundle / "programs.npz")
     test = test_split(programs, meta)
     test = dataclasses.replace(test, latencies=test.latencies[:, 0])
-    search = _search_set(args.dataset, meta["platform"], networks, meta["search_runs"])
+    search = _bundle_search_set(bundle, args.dataset, meta)
     if not np.array_equal(search.latencies, np.load(bundle / "search.npz")["latencies"]):
         raise SystemExit(f"{bundle}: the runs' programs differ from the ones the bundle featurized; prepare again")
     populations = search_metrics.pick_populations(search)
