@@ -1,5 +1,7 @@
 """Collection through a real TVM RPC tracker and server, both on loopback."""
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +24,7 @@ def _free_port() -> int:
 def rpc_device():
     port = _free_port()
     tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
-                                str(port), "--port-end", str(port + 1), "--silent"])
+                                str(port), "--port-end", str(port + 1), "--silent"], start_new_session=True)
     server = None
     try:
         deadline = time.time() + 60
@@ -35,7 +37,8 @@ def rpc_device():
                 time.sleep(0.2)
         server = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
                                    "--port", str(_free_port()), "--port-end", "65000",
-                                   "--tracker", f"127.0.0.1:{port}", "--key", "tlp-test", "--silent"])
+                                   "--tracker", f"127.0.0.1:{port}", "--key", "tlp-test", "--silent"],
+                                  start_new_session=True)
         settings = RPCSettings("127.0.0.1", port, "tlp-test")
         while time.time() < deadline:
             assert server.poll() is None, "the RPC server exited at start"
@@ -46,9 +49,11 @@ def rpc_device():
                 time.sleep(0.5)
         yield settings
     finally:
+        # The tracker and the server each run their loop in a TVM popen worker of their own, which outlives a
+        # terminated parent: stop each one's whole process group.
         for process in (server, tracker):
             if process is not None:
-                process.terminate()
+                os.killpg(process.pid, signal.SIGTERM)
                 process.wait(timeout=30)
 
 
