@@ -213,12 +213,7 @@ def test_distilling_with_the_slowdown_term_feeds_it_measured_labels_only(trained
     from tlp.model.distil import distillation_targets, ensemble_scores
 
     teacher, programs, _ = trained
-    measured = _featurized(teacher, programs)
-    unmeasured = dataclasses.replace(measured, task_keys=[f"unmeasured-{k}" for k in measured.task_keys],
-                                     latencies=np.full_like(measured.latencies, np.nan))
-    both = dataclasses.replace(measured, features=np.concatenate([measured.features, unmeasured.features]),
-                               task_keys=measured.task_keys + unmeasured.task_keys,
-                               latencies=np.concatenate([measured.latencies, unmeasured.latencies]))
+    measured, both = _with_unmeasured_copy(_featurized(teacher, programs))
     targets = distillation_targets(both, ensemble_scores([teacher], both), "soft-listwise+slowdown", alpha=0.5)
     # the targets are written for the listwise part's temperature (0.3), as for plain soft-listwise
     assert np.allclose(targets, distillation_targets(both, ensemble_scores([teacher], both), "soft-listwise", 0.5))
@@ -262,13 +257,7 @@ def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(tr
     from tlp.model.distil import distillation_targets, ensemble_scores
 
     teacher, programs, _ = trained
-    measured = _featurized(teacher, programs)
-    # The same programs again as unmeasured ones of other tasks (a transfer set: no latency, a teacher's ranking).
-    unmeasured = dataclasses.replace(measured, task_keys=[f"unmeasured-{k}" for k in measured.task_keys],
-                                     latencies=np.full_like(measured.latencies, np.nan))
-    both = dataclasses.replace(measured, features=np.concatenate([measured.features, unmeasured.features]),
-                               task_keys=measured.task_keys + unmeasured.task_keys,
-                               latencies=np.concatenate([measured.latencies, unmeasured.latencies]))
+    measured, both = _with_unmeasured_copy(_featurized(teacher, programs))
     targets = distillation_targets(both, ensemble_scores([teacher], both), "listwise", alpha=0.5)
     assert np.isfinite(targets).all()  # unmeasured tasks: the teacher's ranking alone
     half = len(measured.task_keys)
@@ -344,3 +333,13 @@ def _featurized(teacher, programs):
     return FeaturizedPrograms(programs.featurize(teacher.featurizer), list(programs.task_keys),
                               programs.latencies[:, None].copy(), [programs.platform_id], programs.catalogue,
                               teacher.featurizer)
+
+
+def _with_unmeasured_copy(measured):
+    """``measured``, and it followed by the same programs again as unmeasured ones of other tasks (a transfer set:
+    no latency, only a teacher's ranking)."""
+    unmeasured = dataclasses.replace(measured, task_keys=[f"unmeasured-{k}" for k in measured.task_keys],
+                                     latencies=np.full_like(measured.latencies, np.nan))
+    return measured, dataclasses.replace(measured, features=np.concatenate([measured.features, unmeasured.features]),
+                                         task_keys=measured.task_keys + unmeasured.task_keys,
+                                         latencies=np.concatenate([measured.latencies, unmeasured.latencies]))
