@@ -69,10 +69,11 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     assert model.train_config.loss == "listwise" and model.train_config.patience == 5
     assert model.train_config.task_weighting == "network-share"
 
-    # A student distilled from it (one teacher here; users pass several seeds) says where its targets came from.
+    # A student distilled from it (one teacher here; users pass several seeds) says where its targets came from;
+    # with the slowdown term (which reads the measured latencies, not the targets).
     student = tmp_path / "student.pt"
     result = run("train", str(dataset.path), "--out", str(student), "--epochs", "1", "--hidden", "16", "-q",
-                 "--loss", "soft-listwise", "--distil-from", str(out), "--distil-alpha", "0.25", "--transfer-shapes", "2")
+                 "--loss", "soft-listwise+slowdown", "--distil-from", str(out), "--distil-alpha", "0.25", "--transfer-shapes", "2")
     assert result.returncode == 0, result.stderr
     assert TLPModel.load(student).meta["distilled_from"] == {"teachers": [str(out)], "alpha": 0.25,
                                                              "transfer_shapes": 2}
