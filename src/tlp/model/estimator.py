@@ -359,8 +359,8 @@ class TLPModel:
                     scores = self.net.score(h[r], padding[r], head)
                     weight = None if weight_tensor is None else weight_tensor[index[rows], column].to(device)
                     term = loss_fn(scores, labels[index[rows], column].to(device), g[r], weight)
-                    on = np.nonzero(measured[index[rows], column])[0]
-                    if measured_term is not None and len(on) >= 2:
+                    on = np.nonzero(measured[index[rows], column])[0] if measured_term is not None else rows[:0]
+                    if len(on) >= 2:
                         o = torch.from_numpy(on).to(device)
                         term = term + measured_term(scores[o], measured_labels[index[rows[on]], column].to(device),
                                                     g[r][o], None if weight is None else weight[o])

@@ -136,8 +136,7 @@ def soft_listwise_slowdown_loss(scores: torch.Tensor, labels: torch.Tensor, grou
 
 # The listwise losses and the temperature each compares softmax(labels / T) with softmax(scores) at (what a
 # teacher's targets are written for: tlp.model.distil).
-LISTWISE_TEMPERATURES = {"listwise": LISTWISE_TEMPERATURE, "soft-listwise": SOFT_LISTWISE_TEMPERATURE,
-                         "soft-listwise+slowdown": SOFT_LISTWISE_TEMPERATURE}
+LISTWISE_TEMPERATURES = {"listwise": LISTWISE_TEMPERATURE, "soft-listwise": SOFT_LISTWISE_TEMPERATURE}
 
 # Losses with a term that only measured latencies can feed: loss -> (the listwise loss a teacher's targets stand in
 # for, the term that reads the measured labels). Distilling with one trains the first on the targets (every program
@@ -146,6 +145,8 @@ LISTWISE_TEMPERATURES = {"listwise": LISTWISE_TEMPERATURE, "soft-listwise": SOFT
 # first-pick penalty that made the slowdown teachers better than their soft-listwise students
 # (benchmarks/README.md, "Guided transfer programs").
 MEASURED_TERMS = {"soft-listwise+slowdown": ("soft-listwise", expected_slowdown_loss)}
+# A loss with a measured-only term distils at its listwise part's temperature.
+LISTWISE_TEMPERATURES.update({loss: LISTWISE_TEMPERATURES[part] for loss, (part, _) in MEASURED_TERMS.items()})
 
 LOSSES = {"lambdarank": lambdarank_loss, "listwise": listwise_loss, "mse": mse_loss,
           "soft-listwise": soft_listwise_loss, "listwise+pairwise": listwise_pairwise_loss,
