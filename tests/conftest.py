@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +15,27 @@ import pytest
 os.environ.setdefault("TLP_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "tlp"))
 
 TLP = [sys.executable, "-m", "tlp.cli"]
+
+
+def tlp_cli(args: list[str], check: bool = False) -> subprocess.CompletedProcess:
+    """``tlp *args`` run inside this process: the command's exit code and what it prints (Python's stdout and
+    stderr), as ``subprocess.run(TLP + args, capture_output=True, text=True)`` returns them.
+
+    Why not a new process each time: one spends ~5 s importing TVM and torch before it does anything, and the suite
+    runs the command line dozens of times. Tests that need a real process (a kill, a Ctrl-C, the entry point
+    itself) run ``TLP`` with subprocess."""
+    from tlp.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+    result = subprocess.CompletedProcess(["tlp", *args], code, out.getvalue(), err.getvalue())
+    if check:
+        result.check_returncode()
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -3,15 +3,17 @@
 import json
 import subprocess
 
-from conftest import TLP
+from conftest import TLP, tlp_cli
 
 
 def run(*args):
-    return subprocess.run(TLP + list(args), capture_output=True, text=True, timeout=600)
+    return tlp_cli(list(args))
 
 
 def test_unknown_workload_exits_2_with_message(tmp_path):
-    result = run("collect", "--workloads", "resnet51", "--dataset", str(tmp_path))
+    # As a user runs it: a process of its own (the other tests run the command line in this one).
+    result = subprocess.run(TLP + ["collect", "--workloads", "resnet51", "--dataset", str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 2
     assert "unknown workload 'resnet51'" in result.stderr
     assert not list(tmp_path.iterdir())  # nothing created

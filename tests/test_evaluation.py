@@ -1,7 +1,6 @@
 """TenSet-style evaluation of TLP against MetaSchedule's XGBoost model and random, on real records."""
 
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from tlp.features.tensors import load_programs
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
 
-from conftest import TLP
+from conftest import tlp_cli
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +72,8 @@ def test_eval_cli_json_and_plot(collected, small_model, tmp_path):
     dataset, _ = collected
     _, path = small_model
     plot = tmp_path / "chart.png"
-    result = subprocess.run(TLP + ["eval", "--model", str(path), "--dataset", str(dataset.path), "--networks",
-                                   "op:dense", "--baselines", "xgb", "--json", "--plot", str(plot)],
-                            capture_output=True, text=True, timeout=600)
+    result = tlp_cli(["eval", "--model", str(path), "--dataset", str(dataset.path), "--networks",
+                      "op:dense", "--baselines", "xgb", "--json", "--plot", str(plot)])
     assert result.returncode == 0, result.stderr
     results = json.loads(result.stdout)
     assert {"tlp", "xgb", "random"} <= set(results) and "top1" in results["tlp"] and "per_network" in results["xgb"]
@@ -83,8 +81,7 @@ def test_eval_cli_json_and_plot(collected, small_model, tmp_path):
 
 
 def test_eval_without_model_is_a_clear_error(tmp_path):
-    result = subprocess.run(TLP + ["eval", "--model", str(tmp_path / "none.pt"), "--dataset", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600)
+    result = tlp_cli(["eval", "--model", str(tmp_path / "none.pt"), "--dataset", str(tmp_path)])
     assert result.returncode == 2 and "no such checkpoint" in result.stderr
 
 

@@ -1,13 +1,12 @@
 """The models people bring: HuggingFace decoders import, compile and match PyTorch; failures are one clear line."""
 
 import json
-import subprocess
 import textwrap
 
 import numpy as np
 import pytest
 
-from conftest import TLP
+from conftest import tlp_cli
 from tlp import StageError
 from tlp._tvm import ms, tvm
 from tlp.search.compile_check import check_compiles
@@ -125,15 +124,13 @@ def test_numerics_tolerances_by_dtype():
 
 def test_cli_failure_is_one_line_and_debug_adds_the_traceback(tmp_path):
     source = _source(tmp_path, "unsupported", UNSUPPORTED_OP)
-    run = subprocess.run(TLP + ["tune", source, "--trials", "4", "--work-dir", str(tmp_path / "w")],
-                         capture_output=True, text=True)
+    run = tlp_cli(["tune", source, "--trials", "4", "--work-dir", str(tmp_path / "w")])
     assert run.returncode == 2
     errors = [line for line in run.stderr.splitlines() if line.startswith("tlp: error:")]
     assert len(errors) == 1
     assert "unsupported: Relax import failed: " in errors[0] and "erfinv" in errors[0] and "; try: " in errors[0]
     assert "Traceback" not in run.stderr
-    debug = subprocess.run(TLP + ["tune", source, "--trials", "4", "--work-dir", str(tmp_path / "w"), "--debug"],
-                           capture_output=True, text=True)
+    debug = tlp_cli(["tune", source, "--trials", "4", "--work-dir", str(tmp_path / "w"), "--debug"])
     assert debug.returncode == 2 and "Traceback" in debug.stderr
 
 
@@ -143,9 +140,9 @@ def test_cli_failure_is_one_line_and_debug_adds_the_traceback(tmp_path):
 def test_cli_tune_json_carries_the_numerics(tmp_path):
     pytest.importorskip("transformers")
     source = _source(tmp_path, "llama", LLAMA)
-    run = subprocess.run(TLP + ["tune", source, "--trials", "4", "--trials-per-iter", "4", "--population", "32",
-                                "--top-tasks", "1", "--cost-model", "random", "--work-dir", str(tmp_path / "w"),
-                                "--json"], capture_output=True, text=True)
+    run = tlp_cli(["tune", source, "--trials", "4", "--trials-per-iter", "4", "--population", "32",
+                   "--top-tasks", "1", "--cost-model", "random", "--work-dir", str(tmp_path / "w"),
+                   "--json"])
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(run.stdout)
     assert report["numerics"]["ok"] and report["numerics"]["outputs"][0]["name"] == "last_hidden_state"

@@ -2,7 +2,6 @@
 
 import json
 from pathlib import Path
-import subprocess
 import warnings
 
 import numpy as np
@@ -16,7 +15,7 @@ from tlp.model.estimator import CheckpointError, TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
 from tlp.platform import Platform, TargetError, nearest_platform, parse_target
 
-from conftest import TLP
+from conftest import tlp_cli
 
 SSE_TARGET = {"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2}
 
@@ -119,8 +118,7 @@ def test_train_add_heads_to_gives_a_model_the_dataset_platforms_it_lacks(two_pla
     (a project command, so the model and its dataset cannot drift apart), and copies are never copied from."""
     dataset, native, sse = two_platforms
     out = tmp_path / "more-heads.pt"
-    run = subprocess.run(TLP + ["train", str(dataset.path), "--add-heads-to", str(tiny_checkpoint), "--out", str(out)],
-                         capture_output=True, text=True, check=False)
+    run = tlp_cli(["train", str(dataset.path), "--add-heads-to", str(tiny_checkpoint), "--out", str(out)])
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["added"] == {sse.id: native.id}
     model = TLPModel.load(out)
@@ -156,15 +154,14 @@ def test_packaged_default_has_a_head_per_dataset_platform():
 def test_tlp_train_platforms_writes_every_head(two_platforms, tmp_path):
     dataset, native, sse = two_platforms
     out = tmp_path / "mtl.pt"
-    run = subprocess.run(TLP + ["train", str(dataset.path), "--platforms", "all", "--out", str(out), "--epochs", "2",
-                                "--hidden", "32", "--min-head-programs", "4", "-q"],
-                         capture_output=True, text=True, check=False)
+    run = tlp_cli(["train", str(dataset.path), "--platforms", "all", "--out", str(out), "--epochs", "2",
+                   "--hidden", "32", "--min-head-programs", "4", "-q"])
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["heads"] == sorted([native.id, sse.id])
     meta = TLPModel.load(out).meta
     assert set(meta["platform_info"]) == {native.id, sse.id}
-    bad = subprocess.run(TLP + ["train", str(dataset.path), "--platforms", f"{native.id},llvm-nope", "--out",
-                                str(out)], capture_output=True, text=True, check=False)
+    bad = tlp_cli(["train", str(dataset.path), "--platforms", f"{native.id},llvm-nope", "--out",
+                   str(out)])
     assert bad.returncode == 2 and "no platform llvm-nope" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -226,9 +223,8 @@ def test_a_target_this_cpu_cannot_run_is_refused_up_front(tmp_path):
     before = set(tmp_path.iterdir())
     with pytest.raises(TargetError, match="amx-tile.*cannot run here"):
         Platform.host(parse_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}))
-    run = subprocess.run(TLP + ["collect", "--dataset", str(tmp_path / "d"), "--workloads", "dense_64x64x64",
-                                "--target", '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'],
-                         capture_output=True, text=True, check=False)
+    run = tlp_cli(["collect", "--dataset", str(tmp_path / "d"), "--workloads", "dense_64x64x64",
+                   "--target", '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'])
     assert run.returncode == 2 and "cannot run here" in run.stderr and "Traceback" not in run.stderr
     assert set(tmp_path.iterdir()) == before  # nothing stored
 

@@ -2,7 +2,6 @@
 
 import json
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from tlp.evaluation import search_metrics as sm
 
-from conftest import TLP
+from conftest import tlp_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "search_runs.tar.xz"
 
@@ -148,21 +147,19 @@ def test_bad_input_is_counted_or_one_clear_error(runs, copy_of, tmp_path):
 
 def test_eval_cli_leads_with_the_search_metric(collected, tiny_checkpoint, runs, tmp_path):
     dataset, _ = collected
-    base = TLP + ["eval", "--model", str(tiny_checkpoint), "--dataset", str(dataset.path), "--networks",
-                  "op:softmax", "--baselines", "none"]
-    result = subprocess.run(base + ["--search-runs", str(runs), "--population", "8", "--draws", "5"],
-                            capture_output=True, text=True, timeout=600)
+    base = ["eval", "--model", str(tiny_checkpoint), "--dataset", str(dataset.path), "--networks",
+            "op:softmax", "--baselines", "none"]
+    result = tlp_cli(base + ["--search-runs", str(runs), "--population", "8", "--draws", "5"])
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith("search-like ranking (4 tuning runs") and "headline: all top1" in first
     assert result.stdout.splitlines()[1].split()[:2] == ["model", "all1"]  # the headline's column first
     assert "trained on (scored, but not held out): tasks of dense_64x64x64" in result.stdout
     assert "TenSet top-k over all stored programs" in result.stdout
-    result = subprocess.run(base + ["--json", "--search-runs", str(runs / "dense_512x512x512")],
-                            capture_output=True, text=True, timeout=600)
+    result = tlp_cli(base + ["--json", "--search-runs", str(runs / "dense_512x512x512")])
     results = json.loads(result.stdout)
     assert set(results["tlp"]["search"]["per_source"]) == {"dense_512x512x512"}
     assert results["data"]["search"]["runs"] == 3 and "top1" in results["tlp"]
-    result = subprocess.run(base + ["--search-runs", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    result = tlp_cli(base + ["--search-runs", str(tmp_path)])
     assert result.returncode == 2 and "not a MetaSchedule tuning work directory" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

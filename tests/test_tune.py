@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TLP
+from conftest import TLP, tlp_cli
 from tlp import StageError
 from tlp.search.sources import SourceError, resolve
 
@@ -107,22 +107,22 @@ def test_onnx_sources(tmp_path, host_platform):
         resolve(str(tmp_path / "junk.onnx"), host_platform.target)
 
 
-def _tune(args, **kwargs):
-    return subprocess.run(TLP + ["tune"] + args, capture_output=True, text=True, **kwargs)
+def _tune(args):
+    return tlp_cli(["tune"] + args)
 
 
 def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tiny_checkpoint):
     work = tmp_path / "work"
     common = ["softmax_1x1000", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials-per-iter", "8",
               "--population", "64"]
-    first = _tune(common + ["--trials", "8", "--json"], timeout=600)
+    first = _tune(common + ["--trials", "8", "--json"])
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
     assert report["trials"] == 8 and report["tasks"][0]["best_latency_s"] > 0
     assert (work / "database_tuning_record.json").exists() and (work / "curve.png").exists()
     assert report["compiled"] and report["compiled"][0].endswith(".so")
     assert report["candidates_scored"] >= 8 and report["cost_model_time_s"]["network"] > 0
-    again = _tune(common + ["--trials", "16", "--json"], timeout=600)
+    again = _tune(common + ["--trials", "16", "--json"])
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["trials"] == 16  # continued: 8 stored + 8 new, not 16 new
     lines = (work / "database_tuning_record.json").read_text().splitlines()
@@ -134,7 +134,7 @@ def test_post_optimization_runs_droplet_with_our_measurement(tmp_path, tiny_chec
     work = tmp_path / "work"
     done = _tune(["dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials", "8",
                   "--trials-per-iter", "8", "--population", "64", "--post-optimization",
-                  "--post-optimization-trials", "4", "--json"], timeout=900)
+                  "--post-optimization-trials", "4", "--json"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     # Droplet appends its best program to the database: more records than search trials, and all of them built.
@@ -146,7 +146,7 @@ def test_post_optimization_runs_droplet_with_our_measurement(tmp_path, tiny_chec
 def test_tune_a_pytorch_module_end_to_end(tmp_path, tiny_checkpoint):
     source = _write(tmp_path, "tiny.py", TORCH)
     done = _tune([str(source), "--model", str(tiny_checkpoint), "--work-dir", str(tmp_path / "w"), "--trials", "8",
-                  "--trials-per-iter", "8", "--population", "64", "--json"], timeout=600)
+                  "--trials-per-iter", "8", "--population", "64", "--json"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["end_to_end_s"] > 0 and report["torch_eager_s"] > 0 and report["speedup_vs_torch"] > 0

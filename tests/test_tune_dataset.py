@@ -2,11 +2,10 @@
 
 import json
 import shutil
-import subprocess
 
 import pytest
 
-from conftest import TLP
+from conftest import tlp_cli
 from tlp.dataset import Dataset, add_tuning_run
 from tlp.dataset.importer import replayed_program_hash
 
@@ -18,9 +17,9 @@ def tuned(tmp_path_factory):
     """A real `tlp tune` of a 64x64x64 dense (two search rounds of 4, XGBoost-guided) feeding a fresh dataset."""
     root = tmp_path_factory.mktemp("tune_dataset")
     work_dir, dataset = root / "run", root / "dataset"
-    command = TLP + ["tune", "dense_64x64x64", "--trials", str(TRIALS), "--trials-per-iter", "4", "--population",
-                     "64", "--cost-model", "xgb", "--work-dir", str(work_dir), "--dataset", str(dataset), "--json"]
-    first = subprocess.run(command, capture_output=True, text=True, check=True)
+    command = ["tune", "dense_64x64x64", "--trials", str(TRIALS), "--trials-per-iter", "4", "--population", "64",
+               "--cost-model", "xgb", "--work-dir", str(work_dir), "--dataset", str(dataset), "--json"]
+    first = tlp_cli(command, check=True)
     return command, work_dir, dataset, json.loads(first.stdout)
 
 
@@ -50,14 +49,14 @@ def test_every_measured_candidate_lands_with_its_origin(tuned, host_platform):
 
 def test_rerunning_or_reimporting_appends_nothing(tuned, host_platform):
     command, work_dir, dataset, _ = tuned
-    again = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    again = json.loads(tlp_cli(command, check=True).stdout)
     assert again["dataset"]["imported"] == 0 and again["dataset"]["already_present"] == TRIALS
-    imported = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(dataset),
-                                     "--measured-here"], capture_output=True, text=True, check=True)
+    imported = tlp_cli(["dataset", "import", str(work_dir), "--dataset", str(dataset),
+                        "--measured-here"], check=True)
     assert json.loads(imported.stdout)["imported"] == 0
     assert json.loads(imported.stdout)["platform"] == host_platform.id  # the same platform as --measured-here
     assert _record_lines(dataset, host_platform.id) == TRIALS
-    assert subprocess.run(TLP + ["dataset", "verify", str(dataset)], capture_output=True).returncode == 0
+    assert tlp_cli(["dataset", "verify", str(dataset)]).returncode == 0
 
 
 def test_the_same_program_by_another_trace_is_not_stored_twice(tuned, host_platform, tmp_path):
@@ -85,8 +84,8 @@ def test_cli_import_of_a_tuning_run_keeps_origins_and_the_workloads_names(tuned,
     `--workload` catalogues the tasks as the run named them, and `--platform` files them under a stored platform."""
     _, work_dir, dataset, _ = tuned
     fresh = tmp_path / "fresh"
-    done = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(fresh), "--measured-here",
-                                 "--workload", "dense_64x64x64"], capture_output=True, text=True, check=True)
+    done = tlp_cli(["dataset", "import", str(work_dir), "--dataset", str(fresh), "--measured-here",
+                    "--workload", "dense_64x64x64"], check=True)
     assert json.loads(done.stdout)["imported"] == TRIALS
     programs = list(Dataset(fresh).store(host_platform.id).iter_programs())
     assert all(p.meta["source"] == "search" and p.meta["cost_model"] == "xgb" for p in programs)
@@ -94,11 +93,11 @@ def test_cli_import_of_a_tuning_run_keeps_origins_and_the_workloads_names(tuned,
     (entry,) = Dataset(fresh).catalogue().values()
     assert entry["name"] == "dense_64x64x64" and entry["networks"] == {"op:dense": 1}
     # Logs of a platform the dataset already holds: filed under it (here: nothing new), an unknown one refused.
-    again = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(fresh), "--platform",
-                                  host_platform.id], capture_output=True, text=True, check=True)
+    again = tlp_cli(["dataset", "import", str(work_dir), "--dataset", str(fresh), "--platform",
+                     host_platform.id], check=True)
     assert json.loads(again.stdout)["already_present"] == TRIALS
-    unknown = subprocess.run(TLP + ["dataset", "import", str(work_dir), "--dataset", str(dataset), "--platform",
-                                    "llvm-nowhere-1c-00000000"], capture_output=True, text=True)
+    unknown = tlp_cli(["dataset", "import", str(work_dir), "--dataset", str(dataset), "--platform",
+                       "llvm-nowhere-1c-00000000"])
     assert unknown.returncode != 0 and "no platform 'llvm-nowhere-1c-00000000'" in unknown.stderr
 
 
@@ -125,15 +124,15 @@ def test_info_counts_network_tasks_with_a_one_program_design_space_apart(tmp_pat
     an elementwise task's design space holds one program, however long anyone searches."""
     source, dataset = tmp_path / "linear_gelu.py", tmp_path / "dataset"
     source.write_text(LINEAR_GELU)
-    subprocess.run(TLP + ["tune", str(source), "--cost-model", "random", "--trials", "8", "--trials-per-iter", "4",
-                          "--population", "64", "--work-dir", str(tmp_path / "run"), "--dataset", str(dataset),
-                          "--no-predicted-schedules", "--json"], capture_output=True, text=True, check=True)
-    info = json.loads(subprocess.run(TLP + ["dataset", "info", str(dataset), "--json"], capture_output=True,
-                                     text=True, check=True).stdout)["per_platform"][host_platform.id]
+    tlp_cli(["tune", str(source), "--cost-model", "random", "--trials", "8", "--trials-per-iter", "4",
+             "--population", "64", "--work-dir", str(tmp_path / "run"), "--dataset", str(dataset),
+             "--no-predicted-schedules", "--json"], check=True)
+    info = json.loads(tlp_cli(["dataset", "info", str(dataset), "--json"], check=True).stdout)
+    info = info["per_platform"][host_platform.id]
     tunable = info["network_tasks"] - info["one_program_network_tasks"]
     assert info["one_program_network_tasks"] >= 1 and tunable >= 1, info
     assert info["valid_per_tunable_network_task_median"] > 1  # the matmul: several programs; the others: one each
     assert info["tunable_network_tasks_with_at_least"] == {"32": 0, "64": 0, "96": 0}
     assert sum(info["tunable_tasks_below_96_per_network"].values()) == tunable  # one network, all short of 96
-    text = subprocess.run(TLP + ["dataset", "info", str(dataset)], capture_output=True, text=True, check=True).stdout
+    text = tlp_cli(["dataset", "info", str(dataset)], check=True).stdout
     assert f"the {tunable} with a design space to search" in text and "tunable tasks with < 96 programs" in text
