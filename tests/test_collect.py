@@ -19,7 +19,7 @@ from tlp.platform import Platform
 from tlp.workloads.task import Task
 
 from conftest import TINY_TRIALS as TRIALS
-from conftest import TLP
+from conftest import TLP, tlp_cli
 
 
 def test_collect_measures_random_and_evolved_programs(collected, tiny_tasks, host_platform):
@@ -82,7 +82,7 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, host_pla
     victim.wait()
     stored = sum(1 for _ in Dataset(tmp_path).store(host_platform.id).records.lines())
     assert 4 <= stored < 12
-    finished = subprocess.run(args, capture_output=True, text=True, check=True)
+    finished = tlp_cli(args[len(TLP):], check=True)  # the resume needs no process of its own
     summary = json.loads(finished.stdout)
     assert summary["measured"] == 12 - stored
     store = Dataset(tmp_path).store(host_platform.id)
