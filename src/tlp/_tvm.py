@@ -21,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import tvm  # noqa: F401  (re-exported for the rest of the package)
+import tvm_ffi
+
+# A Ctrl-C while MetaSchedule's C++ side is calling back into Python (our builder's ``build``, a runner future's
+# ``result``: where a measurement waits) raises KeyboardInterrupt inside the callback; the FFI re-raises errors of
+# unregistered kinds as RuntimeError, so `tlp collect` died with a traceback instead of stopping cleanly.
+tvm_ffi.error.register_error("KeyboardInterrupt", KeyboardInterrupt)
 
 _INTRIN_PACKAGE = "tvm.s_tir.tensor_intrin"
 
@@ -52,8 +58,6 @@ def register_tensor_intrinsics(target_kind: str = "llvm") -> None:
 register_tensor_intrinsics()
 
 from tvm.s_tir import meta_schedule as ms  # noqa: E402  pylint: disable=wrong-import-position
-
-import tvm_ffi  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def structural_hash(obj: Any) -> int:

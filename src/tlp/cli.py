@@ -17,7 +17,9 @@ import argparse
 import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -714,8 +716,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # `kill PID` stops like Ctrl-C (batch in flight dropped, the rest stored and sealed). A collection started in
+    # the background by a script cannot be stopped with SIGINT at all: the shell starts it with SIGINT ignored.
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if on_main_thread else None
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not args.verbose:
         # MetaSchedule logs every evolutionary-search step at INFO; that drowns the progress bar.
@@ -732,6 +742,9 @@ def main(argv: list[str] | None = None) -> int:
         print("tlp: interrupted; everything measured so far is stored (re-run the same command to continue)",
               file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:  # in-process callers (tests) get their handler back
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -229,6 +229,7 @@ def collect(
                         break
         finally:
             bar.close()
+            measurer.close()
             store.seal()
     finally:
         store.unlock()
@@ -412,6 +413,7 @@ def remeasure(
                     last_seal = time.monotonic()
         finally:
             bar.close()
+            measurer.close()
             target_store.seal()
     summary.seconds = time.monotonic() - started
     return summary

@@ -215,6 +215,22 @@ class Measurer:
                                                 f_alloc_argument=alloc_arguments_local,
                                                 initializer=functools.partial(limit_runtime_threads, threads))
 
+    def close(self) -> None:
+        """Stop the builder's and runner's worker processes now.
+
+        Left to the garbage collector (TVM's pools shut themselves down in ``__del__``), the shutdown can run on one
+        of the pool's own threads after a Ctrl-C and print "cannot join current thread" tracebacks on exit.
+        """
+        for pool in (self.builder.pool, getattr(self.runner, "pool", None)):
+            if pool is not None:
+                pool.shutdown(wait=False)
+
+    def __enter__(self) -> "Measurer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""
         stats = BatchStats()

@@ -257,6 +257,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
             interrupted = True
         finally:
             progress.bar.close()
+            measurer.close()
     if config.post_optimization and not interrupted:
         _post_optimize(work_dir, target, config.post_optimization_trials)
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
