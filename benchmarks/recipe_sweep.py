@@ -87,6 +87,9 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # can it rank like the LSTM students at the attention network's scoring speed (issue 11 part 4)?
     "soft-slowdown": ({}, {"loss": "soft-listwise+slowdown"}),
     "soft-slowdown-distil-transfer-mixed": ({}, {"loss": "soft-listwise+slowdown"}),
+    # The slowdown-distilled LSTM student with one LSTM layer instead of two: half the LSTM's scoring time, which
+    # is 3/4 of that student's network time (its scoring speed sits at issue 11's 5x line).
+    "lstm1-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
@@ -94,10 +97,11 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
 DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5,
              "lstm-soft-distil-transfer-mixed-heavy": 0.5, "lstm-soft-slowdown-distil-transfer-mixed": 0.5,
-             "soft-slowdown-distil-transfer-mixed": 0.5}
+             "soft-slowdown-distil-transfer-mixed": 0.5, "lstm1-soft-slowdown-distil-transfer-mixed": 0.5}
 # Recipes that also train on the bundle's transfer programs:
 TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed", "lstm-soft-distil-transfer-mixed-heavy",
-               "lstm-soft-slowdown-distil-transfer-mixed", "soft-slowdown-distil-transfer-mixed"}
+               "lstm-soft-slowdown-distil-transfer-mixed", "soft-slowdown-distil-transfer-mixed",
+               "lstm1-soft-slowdown-distil-transfer-mixed"}
 # In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
 TEACHER_SCORES = "teacher_scores.npy"
 
