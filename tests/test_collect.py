@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -69,17 +70,28 @@ def test_rerun_measures_nothing_twice(collected, tiny_tasks, host_platform):
     assert sum(1 for _ in dataset.store(host_platform.id).records.lines()) == before
 
 
-def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, host_platform):
-    args = TLP + ["collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--trials-per-task", "12",
-                  "--batch-size", "4", "--min-repeat-ms", "2", "-q"]
-    victim = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    meta = tmp_path / host_platform.id / "measurements.jsonl"
+def _collect_until_stored(dataset_path, host_platform, trials: int, **popen_args) -> tuple[list[str], Any]:
+    """A real `tlp collect` process, returned once its first 4 programs are stored (a stop then lands mid-run)."""
+    args = TLP + ["collect", "--workloads", "dense_64x64x64", "--dataset", str(dataset_path), "--trials-per-task",
+                  str(trials), "--batch-size", "4", "--min-repeat-ms", "2", "-q"]
+    process = subprocess.Popen(args, **popen_args)
+    meta = dataset_path / host_platform.id / "measurements.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and not (meta.exists() and len(meta.read_text().splitlines()) >= 4):
         time.sleep(0.2)
+    return args, process
+
+
+def _stored(dataset_path, host_platform) -> int:
+    return sum(1 for _ in Dataset(dataset_path).store(host_platform.id).records.lines())
+
+
+def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, host_platform):
+    args, victim = _collect_until_stored(tmp_path, host_platform, 12, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
     os.killpg(victim.pid, signal.SIGKILL)  # the collector and its builder/runner workers, mid-flight
     victim.wait()
-    stored = sum(1 for _ in Dataset(tmp_path).store(host_platform.id).records.lines())
+    stored = _stored(tmp_path, host_platform)
     assert 4 <= stored < 12
     finished = tlp_cli(args[len(TLP):], check=True)  # the resume needs no process of its own
     summary = json.loads(finished.stdout)
@@ -92,19 +104,13 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, host_pla
 def test_kill_term_stops_cleanly_with_what_was_measured_stored(tmp_path, host_platform):
     # `kill PID` is how a collection started in the background is stopped: the shell starts background jobs with
     # SIGINT ignored. It must stop like Ctrl-C: the message, exit 130, stored batches kept, no traceback.
-    args = TLP + ["collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--trials-per-task", "64",
-                  "--batch-size", "4", "--min-repeat-ms", "2", "-q"]
-    collector = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    meta = tmp_path / host_platform.id / "measurements.jsonl"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (meta.exists() and len(meta.read_text().splitlines()) >= 4):
-        time.sleep(0.2)
+    _, collector = _collect_until_stored(tmp_path, host_platform, 64, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
     collector.send_signal(signal.SIGTERM)  # the collector only, as `kill PID` does: its workers must not matter
     _, stderr = collector.communicate(timeout=120)
     assert collector.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
-    stored = sum(1 for _ in Dataset(tmp_path).store(host_platform.id).records.lines())
-    assert 4 <= stored < 64
+    assert 4 <= _stored(tmp_path, host_platform) < 64
 
 
 def test_ctrl_c_inside_a_metaschedule_callback_stays_a_keyboard_interrupt():
