@@ -75,8 +75,10 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     # with the slowdown term (which reads the measured latencies, not the targets).
     student = tmp_path / "student.pt"
     result = run("train", str(dataset.path), "--out", str(student), "--epochs", "1", "--hidden", "16", "-q",
-                 "--loss", "soft-listwise+slowdown", "--distil-from", str(out), "--distil-alpha", "0.25", "--transfer-shapes", "2")
+                 "--loss", "soft-listwise+slowdown", "--distil-from", str(out), "--distil-alpha", "0.25", "--transfer-shapes", "2",
+                 "--arch", "lstm", "--layers", "1")
     assert result.returncode == 0, result.stderr
+    assert TLPModel.load(student).net.lstm.num_layers == 1  # the student's own architecture, not the teacher's
     assert TLPModel.load(student).meta["distilled_from"] == {"teachers": [str(out)], "alpha": 0.25,
                                                              "transfer_shapes": 2}
     assert json.loads(result.stdout)["train_tasks"] == summary["train_tasks"] + 2  # the two new shapes trained too
