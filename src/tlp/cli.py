@@ -544,8 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "best epoch to the last (steadier held-out ranking across seeds)")
     train.add_argument("--hidden", type=int, default=256)
     train.add_argument("--layers", type=int, default=2,
-                       help="LSTM / transformer layers (--arch lstm: 1 ranked as well as 2 on the Zen 4, distilled, "
-                            "and scores ~1.3x faster)")
+                       help="LSTM / transformer layers (--arch lstm, distilled on the Zen 4: 1 layer ranked as well as 2, "
+                            "in about 2/3 of the network time per candidate)")
     train.add_argument("--seq-len", type=int, help="primitives per program: default 80 for MetaSchedule traces, the "
                                                     "paper's 25 (CPU) / 40 (GPU) for Ansor steps")
     train.add_argument("--compact-traces", action="store_true",

@@ -225,12 +225,6 @@ class Measurer:
             if pool is not None:
                 pool.shutdown(wait=False)
 
-    def __enter__(self) -> "Measurer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""
         stats = BatchStats()
