@@ -34,6 +34,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import pickle  # the bundle's search set only: a file prepare wrote here
 import shutil
 import signal
@@ -428,12 +429,16 @@ def _recipe_json(name: str) -> dict[str, Any]:
 
 
 def _members(spec: str, trained: dict[str, Any]) -> list[str]:
-    """``lstm@12-15+transformer@12-15`` -> the trainings it names (each must have been trained)."""
+    """``lstm@12-15+transformer@12-15`` -> the trainings it names (each must have been trained).
+
+    A recipe's name may itself hold a ``+`` (``lstm+avg-tail@0-1``: its weight-averaged models), so the
+    spec is cut after each ``@SEEDS``, not at every ``+``."""
+    parts = re.findall(r"([^@]+)@(\d+)(?:-(\d+))?(?:\+|$)", spec)
     members = []
-    for part in spec.split("+"):
-        recipe, _, seeds = part.partition("@")
-        low, _, high = seeds.partition("-")
+    for recipe, low, high in parts:
         members += [f"{recipe}-seed{s}" for s in range(int(low), int(high or low) + 1)]
+    if not members:
+        raise SystemExit(f"--ensemble {spec}: expected RECIPE@SEEDS[+RECIPE@SEEDS...]")
     missing = [m for m in members if m not in trained]
     if missing:
         raise SystemExit(f"--ensemble {spec}: not trained: {', '.join(missing)}")
