@@ -273,3 +273,37 @@ def test_adapt_measures_here_trains_a_head_and_is_found_by_default(two_platforms
     with pytest.raises(DatasetError, match="a head needs at least 64"):
         adapt(copy, TLPModel.load(tiny_checkpoint), avx2, tmp_path / "x.pt", progress=False)
     assert len(load_programs(copy, avx2.id).traces) == report.train_programs  # measurements kept
+
+
+def test_adapt_trains_a_head_for_another_machines_stored_programs_measuring_nothing(two_platforms, tiny_checkpoint,
+                                                                                    tmp_path):
+    """``tlp adapt --platform ID``: a head for a platform this machine cannot measure (its programs are stored)."""
+    import torch
+
+    from tlp.model.adapt import adapt
+
+    dataset, native, sse = two_platforms
+    stored = {p: len(dataset.store(p).latest_programs()) for p in dataset.platform_ids()}
+    base = TLPModel.load(tiny_checkpoint)
+    backbone = [p.detach().clone() for p in base.net.backbone_parameters()]
+    report = adapt(dataset, base, dataset.store(sse.id).platform, tmp_path / "frozen.pt", train_fraction=0.0,
+                   held_out_fraction=0.0, freeze_backbone=True, progress=False, min_programs=4)
+    assert report.measured_now == 0 and report.nearest_head == native.id
+    assert report.train_programs == len(load_programs(dataset, sse.id).traces)
+    assert {p: len(dataset.store(p).latest_programs()) for p in dataset.platform_ids()} == stored
+    adapted = TLPModel.load(tmp_path / "frozen.pt")
+    assert adapted.platforms == [native.id, sse.id]
+    # Frozen: the backbone is unchanged, so the other heads score exactly as before.
+    assert all(torch.equal(a, b) for a, b in zip(backbone, adapted.net.backbone_parameters()))
+
+    result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform", sse.id,
+                      "--out", str(tmp_path / "cli.pt")])
+    assert result.returncode == 2 and "a head needs at least 64" in result.stderr
+    assert "tlp collect" in result.stderr and not (tmp_path / "cli.pt").exists()
+    result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform",
+                      "llvm-nowhere", "--out", str(tmp_path / "cli.pt")])
+    assert result.returncode == 2 and "holds no platform llvm-nowhere" in result.stderr and sse.id in result.stderr
+    result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform", sse.id,
+                      "--fraction", "0.1"])
+    assert result.returncode == 2 and "--fraction" in result.stderr
+    assert {p: len(dataset.store(p).latest_programs()) for p in dataset.platform_ids()} == stored

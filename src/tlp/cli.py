@@ -399,10 +399,21 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from tlp.models import adapted_model_path, model_path
     from tlp.platform import Platform
 
-    platform = Platform.host(_target(args))
     if not Path(args.dataset, "tasks.json").is_file():
         raise DatasetError(f"{args.dataset}: no dataset here to take programs from (pass --dataset, e.g. the "
                            f"datasets/tlp-cpu folder of a TLP checkout)")
+    if args.platform:
+        # Another machine's stored programs: this one cannot measure for it, so the head learns from what is stored.
+        if args.target or args.fraction or args.held_out_fraction:
+            raise TLPError("tlp adapt --platform trains on the programs the dataset already holds for that "
+                           "platform: --target, --fraction and --held-out-fraction do not apply")
+        if args.platform not in Dataset(args.dataset).platform_ids():
+            raise DatasetError(f"{args.dataset}: holds no platform {args.platform} (it holds "
+                               f"{', '.join(Dataset(args.dataset).platform_ids())})")
+        platform = Dataset(args.dataset).store(args.platform).platform
+        args.fraction = args.held_out_fraction = 0.0
+    else:
+        platform = Platform.host(_target(args))
     base = TLPModel.load(model_path(args.model))  # the packaged model, never a previous adaptation
     if platform.id in base.platforms and not args.force:
         print(f"the model already has a head for {platform.id}; nothing to do (--force retrains it)")
@@ -613,6 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "zoo's held-out networks); name the network a search check will tune")
     adapt_verb.add_argument("--source", help="platform whose programs to re-measure (default: the largest)")
     adapt_verb.add_argument("--force", action="store_true", help="retrain a head the model already has")
+    adapt_verb.add_argument("--platform", help="a platform id the dataset already holds (another machine's): "
+                            "train its head on its stored programs, measuring nothing (see tlp dataset info)")
     adapt_verb.add_argument("--run-timeout", type=float, default=10.0)
     adapt_verb.add_argument("-q", "--quiet", action="store_true")
     adapt_verb.add_argument("--json", action="store_true")

@@ -88,17 +88,21 @@ def adapt(
     info = base.meta.get("platform_info") or {}
     nearest, _ = nearest_platform(platform, {p: info.get(p, {}) for p in base.platforms})
     held_out = list(held_out_networks() if held_out is None else held_out)
-    source_id = source or source_platform(dataset, platform.id)
     started = time.monotonic()
-    summary = remeasure(dataset, dataset.store(source_id), platform, measure_config, fraction=train_fraction,
-                        first_networks=held_out, first_fraction=held_out_fraction, progress=progress,
-                        on_batch=on_batch)
+    summary = CollectSummary()
+    if train_fraction > 0 or held_out_fraction > 0:  # both 0: nothing to measure (and no TVM pools to start)
+        source_id = source or source_platform(dataset, platform.id)
+        summary = remeasure(dataset, dataset.store(source_id), platform, measure_config, fraction=train_fraction,
+                            first_networks=held_out, first_fraction=held_out_fraction, progress=progress,
+                            on_batch=on_batch)
     measure_seconds = time.monotonic() - started
     programs = load_programs(dataset, platform.id)
     train, test = programs.split_by_network(set(held_out))
     if len(train.traces) < min_programs:
-        raise DatasetError(f"{dataset.path}/{platform.id}: {len(train.traces)} valid training programs measured here "
-                           f"(kept); a head needs at least {min_programs}: raise --fraction")
+        more = ("raise --fraction" if train_fraction > 0 else
+                "measure more of its programs (tlp adapt --fraction on that machine, or tlp collect)")
+        raise DatasetError(f"{dataset.path}/{platform.id}: {len(train.traces)} valid training programs stored for "
+                           f"this platform (kept); a head needs at least {min_programs}: {more}")
     before = _held_out_scores(base, test, nearest, held_out)
     started = time.monotonic()
     base.fit_head(train, copy_of=nearest, freeze_backbone=freeze_backbone, progress=progress)
