@@ -130,6 +130,15 @@ def test_train_add_heads_to_gives_a_model_the_dataset_platforms_it_lacks(two_pla
     assert model.add_platforms({sse.id: sse.to_json()}) == {}  # already there: nothing added
     third = Platform.host(parse_target({**SSE_TARGET, "num-cores": 1}))  # nearest would be sse, a copy
     assert model.add_platforms({third.id: third.to_json()}) == {third.id: native.id}  # not the copy (sse)
+    # A checkpoint that does not describe its own platform (trained from featurized programs outside tlp train):
+    # the dataset does, so the nearest head can still be chosen.
+    bare = TLPModel.load(tiny_checkpoint)
+    bare.meta.pop("platform_info", None)
+    bare.save(tmp_path / "bare.pt")
+    run = tlp_cli(["train", str(dataset.path), "--add-heads-to", str(tmp_path / "bare.pt"), "--out", str(out)])
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["added"] == {sse.id: native.id}
+    assert TLPModel.load(out).meta["platform_info"][native.id] == native.to_json()
 
 
 def test_packaged_single_decoder_checkpoint_loads_as_one_head():

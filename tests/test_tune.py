@@ -10,6 +10,7 @@ import pytest
 
 from conftest import TLP, tlp_cli
 from tlp import StageError
+from tlp._tvm import ms
 from tlp.search.sources import SourceError, resolve
 
 TVMSCRIPT = '''
@@ -170,6 +171,22 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_database(tmp_path, tiny_checkpoint):
     assert 4 <= len(records) < 200  # the batches measured before Ctrl-C, each a complete JSON line
     report = json.loads((work / "report.json").read_text())
     assert report["interrupted"] and "compiled" not in report  # the re-run compiles; an interrupted one does not
+
+
+def test_a_stop_raised_inside_a_metaschedule_callback_stays_a_tune_interrupted():
+    # The progress callback raises TuneInterrupted after a requested stop, inside C++'s call into Python; unregistered
+    # it came back as RuntimeError, and tune() had to catch every exception to tell the two apart.
+    from tvm.ir.utils import derived_object
+
+    from tlp.search.tune import TuneInterrupted
+
+    @derived_object
+    class StoppingBuilder(ms.builder.PyBuilder):
+        def build(self, build_inputs):
+            raise TuneInterrupted("interrupted")
+
+    with pytest.raises(TuneInterrupted, match="interrupted"):
+        StoppingBuilder().build([])
 
 
 def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):

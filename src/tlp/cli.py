@@ -351,7 +351,12 @@ def _add_heads(dataset: Any, args: argparse.Namespace) -> int:
     from tlp.models import model_path
 
     model = TLPModel.load(model_path(args.add_heads_to))
-    wanted = dataset.platform_ids() if not (args.platforms or args.platform) else _train_platforms(dataset, args)
+    stored = dataset.platform_ids()
+    info = model.meta.setdefault("platform_info", {})
+    for platform_id in model.platforms:  # a checkpoint trained outside tlp train may not describe its own heads
+        if platform_id not in info and platform_id in stored:
+            info[platform_id] = dataset.store(platform_id).platform.to_json()
+    wanted = stored if not (args.platforms or args.platform) else _train_platforms(dataset, args)
     added = model.add_platforms({p: dataset.store(p).platform.to_json() for p in wanted})
     model.save(args.out)
     print(json.dumps({"out": args.out, "heads": model.platforms, "added": added}, indent=1))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tqdm import tqdm
+import tvm_ffi
 
 from tlp import TLPError
 from tlp._tvm import alloc_arguments_local, ms, tvm
@@ -47,6 +48,11 @@ COST_MODELS = ("tlp", "tlp+xgb", "xgb", "mlp", "random")
 
 class TuneInterrupted(TLPError):
     """Ctrl-C during tuning: the database keeps everything measured so far."""
+
+
+# Raised inside a measure callback (C++ calling Python): registered, the FFI hands it back as itself, not as a
+# RuntimeError the search would have to tell apart from real failures.
+tvm_ffi.error.register_error("TuneInterrupted", TuneInterrupted)
 
 
 @dataclass
@@ -250,10 +256,6 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                        measured_before=done_per_task,
                                        best_ms_before=[b * 1e3 if b is not None else None for b in best]))
         except (TuneInterrupted, KeyboardInterrupt):
-            interrupted = True
-        except Exception:  # the FFI wraps our TuneInterrupted raised inside a callback
-            if not stop["requested"]:
-                raise
             interrupted = True
         finally:
             progress.bar.close()
