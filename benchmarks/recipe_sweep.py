@@ -21,6 +21,9 @@ Three steps, because the GPU machine has no TVM:
     # here: score them with the library's metrics (the runs are re-read and checked against the bundle)
     .venv/bin/python benchmarks/recipe_sweep.py score --bundle .sweep --scores scores.npz --search-runs ... \\
         --out benchmarks/results/recipe_sweep_zen4.json
+    # here, for a model worth shipping: record what tlp train would have (platforms, held-out networks, recipe)
+    .venv/bin/python benchmarks/recipe_sweep.py export --bundle .sweep --checkpoint $OUT/checkpoints-R.tar \\
+        --name R-seed0.pt --out student.pt
 
 Recipes (``RECIPES``) differ from ``tlp train --seq-len 25 --hidden 128 --loss listwise`` in one thing each.
 """
@@ -374,6 +377,36 @@ def _unpack(tars: list[str], into: str) -> list[Path]:
     return paths
 
 
+# ---- export (here, with the dataset): a sweep checkpoint as tlp train would have saved it -------------------------
+def export(args: argparse.Namespace) -> None:
+    """Give one trained checkpoint (a file, or NAME inside a ``checkpoints-*.tar``) what ``tlp train`` records and
+    the sweep's train step (no TVM, no dataset there) cannot: its platform's description (which head is nearest,
+    for ``tlp adapt`` and ``tlp train --add-heads-to``), the networks it never trained on, its recipe and teachers.
+    The weights are not touched."""
+    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
+
+    meta = json.loads((Path(args.bundle) / "bundle.json").read_text())
+    name = args.name or Path(args.checkpoint).name
+    with tempfile.TemporaryDirectory() as unpacked:
+        path = Path(args.checkpoint)
+        if ".tar" in path.suffixes:
+            found = [p for p in _unpack([str(path)], unpacked) if p.name == name]
+            if not found:
+                raise SystemExit(f"{path}: holds no {name}")
+            path = found[0]
+        model = TLPModel.load(path)
+    dataset = Dataset(args.dataset)
+    recipe = name.removesuffix(".pt").rsplit("-seed", 1)[0]
+    model.meta.update({
+        "platform_info": {p: dataset.store(p).platform.to_json() for p in model.platforms},
+        "held_out_networks": meta["held_out_networks"], "dataset": args.dataset,
+        "trained_by": {"command": "benchmarks/recipe_sweep.py train", "recipe": recipe,
+                       "bundle": {k: meta[k] for k in ("platform", "train_platforms", "seq_len", "compact")},
+                       **({"teachers": [Path(t).name for t in args.teachers]} if args.teachers else {})}})
+    model.save(Path(args.out))
+    print(json.dumps({"out": args.out, "platforms": model.platforms, "trained_by": model.meta["trained_by"]}, indent=1))
+
+
 # ---- rescore (here or there): trained checkpoints on another bundle -----------------------------------------------
 def rescore(args: argparse.Namespace) -> None:
     """Scores of a train step's checkpoints (its ``checkpoints-*.tar`` files and ``rows.json``) on ``--bundle``:
@@ -552,8 +585,17 @@ def main() -> None:
                    "scoring: RECIPE@SEEDS[+RECIPE@SEEDS...], SEEDS one or FIRST-LAST (repeatable)")
     s.add_argument("--subsets", help="comma-separated ensemble sizes: TenSet top-1 of 30 random member subsets each")
     s.add_argument("--out", required=True)
+    e = steps.add_parser("export")
+    e.add_argument("--dataset", default="datasets/tlp-cpu")
+    e.add_argument("--bundle", required=True)
+    e.add_argument("--checkpoint", required=True, help="a checkpoint, or a checkpoints-*.tar of a train step")
+    e.add_argument("--name", help="with a tar: the checkpoint's file name in it (RECIPE-seedN.pt)")
+    e.add_argument("--teachers", nargs="*", help="the distilled recipes' teachers, recorded by name")
+    e.add_argument("--out", required=True)
     args = parser.parse_args()
-    {"prepare": prepare, "transfer": transfer, "train": train, "rescore": rescore, "score": score}[args.step](args)
+    steps_run = {"prepare": prepare, "transfer": transfer, "train": train, "rescore": rescore, "score": score,
+                 "export": export}
+    steps_run[args.step](args)
 
 
 if __name__ == "__main__":
