@@ -222,6 +222,9 @@ def test_nearest_platform_prefers_the_same_isa_family():
     assert nearest_platform(wanted, known) == ("avx512", False)
     assert nearest_platform(Platform({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}), known) == ("avx2", False)
     assert nearest_platform(Platform(known["sse"]["target"]), {**known, Platform(known["sse"]["target"]).id: {}})[1]
+    # No head of its own family: the neighbouring ISA (AVX2 for SSE4.2), whichever head comes first.
+    without_sse = {"avx512": known["avx512"], "avx2": known["avx2"]}
+    assert nearest_platform(Platform(known["sse"]["target"]), without_sse) == ("avx2", False)
 
 
 def test_a_target_this_cpu_cannot_run_is_refused_up_front(tmp_path):

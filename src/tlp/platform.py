@@ -138,11 +138,23 @@ def isa_family(target: dict[str, Any]) -> str:
     return "generic"
 
 
+# x86 vector ISAs from narrowest to widest: a head of a neighbouring family stands in better than one further away
+# (a frozen-backbone SSE4.2 head trained from the AVX2 head ranked 0.674 held-out, from the AVX-512 head 0.373;
+# benchmarks/README.md, "The one-layer student as the default").
+ISA_FAMILIES = ("generic", "sse4", "avx2", "avx512")
+
+
+def _isa_distance(family: str, other: str) -> int:
+    if family in ISA_FAMILIES and other in ISA_FAMILIES:
+        return abs(ISA_FAMILIES.index(family) - ISA_FAMILIES.index(other))
+    return 0 if family == other else len(ISA_FAMILIES)
+
+
 def nearest_platform(wanted: "Platform", known: dict[str, dict[str, Any]]) -> tuple[str, bool]:
     """Which of ``known`` (platform id -> platform JSON) stands in best for ``wanted``; ``(id, exact)``.
 
-    Exact id first; otherwise the closest by (same target kind, same ISA family, same mcpu, same core count, same
-    CPU model), in that order of importance.
+    Exact id first; otherwise the closest by (same target kind, same ISA family, nearest ISA family, same mcpu,
+    same core count, same CPU model), in that order of importance.
     """
     if wanted.id in known:
         return wanted.id, True
@@ -150,10 +162,11 @@ def nearest_platform(wanted: "Platform", known: dict[str, dict[str, Any]]) -> tu
         raise ValueError("no platforms to choose from")
     family = isa_family(wanted.target)
 
-    def closeness(item: tuple[str, dict[str, Any]]) -> tuple[bool, ...]:
+    def closeness(item: tuple[str, dict[str, Any]]) -> tuple[bool | int, ...]:
         target = item[1].get("target", {})
         hardware = item[1].get("hardware", {})
-        return (target.get("kind") == wanted.target.get("kind"), isa_family(target) == family,
+        other = isa_family(target)
+        return (target.get("kind") == wanted.target.get("kind"), other == family, -_isa_distance(family, other),
                 target.get("mcpu") == wanted.target.get("mcpu"),
                 target.get("num-cores") == wanted.target.get("num-cores"),
                 hardware.get("cpu_model") == wanted.hardware.get("cpu_model"))
