@@ -2,7 +2,8 @@
 
 1. Measure a sample of the dataset's programs here (whole tasks: a share of the held-out networks' tasks, to
    report a held-out score, and a share of the training tasks), through :func:`tlp.dataset.collect.remeasure`:
-   resumable and kill-safe like ``tlp collect``, stored in the dataset under this platform.
+   resumable and kill-safe like ``tlp collect``, stored in the dataset under this platform. With both fractions 0
+   (``tlp adapt --platform ID``: another machine's stored programs) nothing is measured.
 2. Train this platform's head on the training part: a new head starting as a copy of the nearest platform's head,
    on the shared backbone, lightly fine-tuned (0.1x the head's learning rate) or frozen. The few-shot experiment
    (benchmarks/README.md, "MTL-TLP") found fine-tuning as good or better, and 7 % of the programs enough.
