@@ -407,16 +407,19 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     if not Path(args.dataset, "tasks.json").is_file():
         raise DatasetError(f"{args.dataset}: no dataset here to take programs from (pass --dataset, e.g. the "
                            f"datasets/tlp-cpu folder of a TLP checkout)")
+    dataset = Dataset(args.dataset)
+    fraction = DEFAULT_TRAIN_FRACTION if args.fraction is None else args.fraction
+    held_out_fraction = DEFAULT_HELD_OUT_FRACTION if args.held_out_fraction is None else args.held_out_fraction
     if args.platform:
         # Another machine's stored programs: this one cannot measure for it, so the head learns from what is stored.
         if args.target or args.fraction or args.held_out_fraction:
             raise TLPError("tlp adapt --platform trains on the programs the dataset already holds for that "
                            "platform: --target, --fraction and --held-out-fraction do not apply")
-        if args.platform not in Dataset(args.dataset).platform_ids():
+        if args.platform not in dataset.platform_ids():
             raise DatasetError(f"{args.dataset}: holds no platform {args.platform} (it holds "
-                               f"{', '.join(Dataset(args.dataset).platform_ids())})")
-        platform = Dataset(args.dataset).store(args.platform).platform
-        args.fraction = args.held_out_fraction = 0.0
+                               f"{', '.join(dataset.platform_ids())})")
+        platform = dataset.store(args.platform).platform
+        fraction = held_out_fraction = 0.0
     else:
         platform = Platform.host(_target(args))
     base = TLPModel.load(model_path(args.model))  # the packaged model, never a previous adaptation
@@ -424,9 +427,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         print(f"the model already has a head for {platform.id}; nothing to do (--force retrains it)")
         return 0
     out = Path(args.out) if args.out else adapted_model_path(platform.id)
-    fraction = DEFAULT_TRAIN_FRACTION if args.fraction is None else args.fraction
-    held_out_fraction = DEFAULT_HELD_OUT_FRACTION if args.held_out_fraction is None else args.held_out_fraction
-    report = adapt(Dataset(args.dataset), base, platform, out, fraction, held_out_fraction,
+    report = adapt(dataset, base, platform, out, fraction, held_out_fraction,
                    freeze_backbone=args.freeze_backbone, source=args.source,
                    measure_config=MeasureConfig(run_timeout_s=args.run_timeout), progress=not args.quiet,
                    held_out=args.held_out.split(",") if args.held_out else None)
