@@ -47,6 +47,9 @@ from tlp.search.task_profile import design_space_decisions
 from tlp.search.tune import TuneConfig, tune
 
 MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
+          # 10x the online learning rate: late in a search XGBoost, learning the task from scratch, catches up with
+          # TLP's prior; a faster-moving TLP should learn the task's own ranking sooner (issue 11, part 5).
+          "tlp-online-lr3": dict(cost_model="tlp", online_steps=5, online_lr=1e-3),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
 

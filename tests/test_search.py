@@ -106,6 +106,15 @@ def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny
     assert any((before[k] != v).any() for k, v in on.model.net.state_dict().items())
 
 
+def test_tune_config_passes_the_online_settings_to_every_tlp_cost_model(tiny_checkpoint, host_platform):
+    from tlp.search.tune import TuneConfig, make_cost_model
+
+    config = TuneConfig(cost_model="tlp", model_path=str(tiny_checkpoint), online_steps=3, online_lr=1e-3)
+    assert make_cost_model(config, host_platform.target).online == OnlineTuning(steps=3, lr=1e-3)
+    config.cost_model = "tlp+xgb"  # the blend's TLP side fine-tunes the same way
+    assert make_cost_model(config, host_platform.target).tlp.online == OnlineTuning(steps=3, lr=1e-3)
+
+
 def test_model_from_another_platform_warns(tiny_checkpoint, host_platform):
     model = TLPModel.load(tiny_checkpoint)
     model.meta["platforms"] = ["llvm-cortex-a72-4c-00000000"]

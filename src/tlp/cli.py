@@ -452,6 +452,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
+                        online_lr=args.online_lr,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
                         measure=MeasureConfig(run_timeout_s=args.run_timeout), dataset=args.dataset,
@@ -667,6 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="evolutionary search population per round (MetaSchedule's default 2048)")
     tune_verb.add_argument("--online-steps", type=int, default=0,
                            help="fine-tune the TLP model on the search's measurements: steps per batch (0 = off)")
+    tune_verb.add_argument("--online-lr", type=float, default=1e-4,
+                           help="learning rate of the online fine-tuning steps")
     tune_verb.add_argument("--post-optimization", action="store_true",
                            help="Droplet coordinate descent on each task's best program after the search")
     tune_verb.add_argument("--post-optimization-trials", type=int, default=100, help="Droplet trials per task")

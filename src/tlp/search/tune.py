@@ -65,6 +65,7 @@ class TuneConfig:
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
+    online_lr: float = 1e-4  # their learning rate
     post_optimization: bool = False  # Droplet coordinate descent after the search
     post_optimization_trials: int = 100
     seed: int = 1
@@ -95,18 +96,20 @@ class TaskResult:
 
 
 # ---- cost models -------------------------------------------------------------------------------------------
+def _tlp_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
+    from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
+
+    return TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps, lr=config.online_lr), target=target)
+
+
 def make_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     """The cost model named in ``config``; MetaSchedule's own ones are made as ``tune_tir`` makes them."""
     if config.cost_model == "tlp":
-        from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
-
-        return TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps), target=target)
+        return _tlp_cost_model(config, target)
     if config.cost_model == "tlp+xgb":
-        # pylint: disable=import-outside-toplevel
-        from tlp.search.blended import BlendedCostModel
-        from tlp.search.cost_model import OnlineTuning, TLPCostModel
+        from tlp.search.blended import BlendedCostModel  # pylint: disable=import-outside-toplevel
 
-        return BlendedCostModel(TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps), target=target))
+        return BlendedCostModel(_tlp_cost_model(config, target))
     if config.cost_model == "xgb":
         return ms.cost_model.XGBModel(num_tuning_cores=int(target.get("num-cores", 1)), tree_method="auto")
     if config.cost_model == "mlp":
