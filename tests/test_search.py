@@ -115,6 +115,12 @@ def test_tune_config_passes_the_online_settings_to_every_tlp_cost_model(tiny_che
     assert make_cost_model(config, host_platform.target).tlp.online == OnlineTuning(steps=3, lr=1e-3)
 
 
+@pytest.mark.parametrize("lr", [0.0, -1e-3, float("nan")])
+def test_an_online_learning_rate_that_cannot_work_is_refused(lr):
+    with pytest.raises(ValueError, match="learning rate must be a positive number"):
+        OnlineTuning(steps=5, lr=lr)
+
+
 def test_model_from_another_platform_warns(tiny_checkpoint, host_platform):
     model = TLPModel.load(tiny_checkpoint)
     model.meta["platforms"] = ["llvm-cortex-a72-4c-00000000"]

@@ -16,6 +16,7 @@ weigh tens of times more than the average one, as MetaSchedule's throughput-regr
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import numpy as np
 from tlp._tvm import clear_trace_caches, is_index_map_text, ms, structural_hash, trace_json, tvm  # first: see _tvm.py
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tlp import TLPError
 from tlp.dataset.store import mean_latency
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import CheckpointError, TLPModel
@@ -40,6 +42,10 @@ class PlatformMismatchWarning(UserWarning):
     """The model was trained on measurements of another platform than the one being tuned."""
 
 
+class OnlineTuningError(TLPError, ValueError):
+    """Online fine-tuning settings that cannot work (the message says which and why)."""
+
+
 @dataclass
 class OnlineTuning:
     """Fine-tuning on the running search's measurements. ``steps=0`` turns it off (the default)."""
@@ -48,6 +54,11 @@ class OnlineTuning:
     lr: float = 1e-4
     max_seconds: float = 10.0  # per update: never let learning stall the search
     max_programs: int = 4096  # most recent measurements kept for fine-tuning
+
+    def __post_init__(self) -> None:
+        # A zero, negative or NaN rate would silently do nothing, climb the loss or fill the network with NaN.
+        if not math.isfinite(self.lr) or self.lr <= 0:
+            raise OnlineTuningError(f"the online fine-tuning learning rate must be a positive number, got {self.lr}")
 
 
 @dataclass
