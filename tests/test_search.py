@@ -106,13 +106,37 @@ def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny
     assert any((before[k] != v).any() for k, v in on.model.net.state_dict().items())
 
 
+def test_online_fine_tuning_waits_for_a_task_to_pass_its_first_round(collected, candidates, tiny_checkpoint,
+                                                                    host_platform):
+    dataset, _ = collected
+    task, _ = candidates["dense_64x64x64"]
+    workload = ms.database.Workload(task.mod)
+    target_json = tvm.target.Target(host_platform.target).export()
+    measured = [p for p in dataset.store(host_platform.id).latest_programs().values()
+                if p.workload_key == task.key and p.latency][:4]
+    batch = [ms.database.TuningRecord.from_json([p.trace_json, p.run_secs, target_json, p.args_info],
+                                                workload).as_measure_candidate() for p in measured]
+    results = [ms.runner.RunnerResult(p.run_secs, None) for p in measured]
+    model = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=2, lr=1e-3, min_task_measurements=3),
+                         target=host_platform.target)
+    before = {k: v.clone() for k, v in model.model.net.state_dict().items()}
+    context = _context(task, host_platform.target)
+    model.update(context, batch[:2], results[:2])  # a first round of 2: kept, not learnt from
+    assert model.fine_tune_steps == 0
+    assert all((before[k] == v).all() for k, v in model.model.net.state_dict().items())
+    model.update(context, batch[2:], results[2:])  # the task's next batch: learns from all 4
+    assert model.fine_tune_steps == 2
+
+
 def test_tune_config_passes_the_online_settings_to_every_tlp_cost_model(tiny_checkpoint, host_platform):
     from tlp.search.tune import TuneConfig, make_cost_model
 
-    config = TuneConfig(cost_model="tlp", model_path=str(tiny_checkpoint), online_steps=3, online_lr=1e-3)
-    assert make_cost_model(config, host_platform.target).online == OnlineTuning(steps=3, lr=1e-3)
+    config = TuneConfig(cost_model="tlp", model_path=str(tiny_checkpoint), online_steps=3, online_lr=1e-3,
+                        online_min_task_measurements=3)
+    expected = OnlineTuning(steps=3, lr=1e-3, min_task_measurements=3)
+    assert make_cost_model(config, host_platform.target).online == expected
     config.cost_model = "tlp+xgb"  # the blend's TLP side fine-tunes the same way
-    assert make_cost_model(config, host_platform.target).tlp.online == OnlineTuning(steps=3, lr=1e-3)
+    assert make_cost_model(config, host_platform.target).tlp.online == expected
 
 
 @pytest.mark.parametrize("lr", [0.0, -1e-3, float("nan")])

@@ -452,7 +452,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
-                        online_lr=args.online_lr,
+                        online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
                         measure=MeasureConfig(run_timeout_s=args.run_timeout), dataset=args.dataset,
@@ -670,6 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="fine-tune the TLP model on the search's measurements: steps per batch (0 = off)")
     tune_verb.add_argument("--online-lr", type=float, default=1e-4,
                            help="learning rate of the online fine-tuning steps")
+    tune_verb.add_argument("--online-min-task-measurements", type=int, default=0, metavar="N",
+                           help="fine-tune only after batches of tasks with at least N measurements (e.g. 3: not on "
+                                "a first round of 2, which at a high --online-lr spoils the next tasks' first picks)")
     tune_verb.add_argument("--post-optimization", action="store_true",
                            help="Droplet coordinate descent on each task's best program after the search")
     tune_verb.add_argument("--post-optimization-trials", type=int, default=100, help="Droplet trials per task")

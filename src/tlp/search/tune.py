@@ -66,6 +66,7 @@ class TuneConfig:
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
     online_lr: float = 1e-4  # their learning rate
+    online_min_task_measurements: int = 0  # learn only from batches of tasks measured at least this often
     post_optimization: bool = False  # Droplet coordinate descent after the search
     post_optimization_trials: int = 100
     seed: int = 1
@@ -99,7 +100,9 @@ class TaskResult:
 def _tlp_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
 
-    return TLPCostModel(config.model_path, OnlineTuning(steps=config.online_steps, lr=config.online_lr), target=target)
+    online = OnlineTuning(steps=config.online_steps, lr=config.online_lr,
+                          min_task_measurements=config.online_min_task_measurements)
+    return TLPCostModel(config.model_path, online, target=target)
 
 
 def make_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
