@@ -50,7 +50,15 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # 10x the online learning rate: late in a search XGBoost, learning the task from scratch, catches up with
           # TLP's prior; a faster-moving TLP should learn the task's own ranking sooner (issue 11, part 5).
           "tlp-online-lr3": dict(cost_model="tlp", online_steps=5, online_lr=1e-3),
+          # the same, learning only once a task is past its first round (a first round of 2 programs per task at
+          # lr 1e-3 spoilt the next tasks' first picks)
+          "tlp-online-lr3-warm": dict(cost_model="tlp", online_steps=5, online_lr=1e-3, online_min_task_measurements=3),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
+          # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
+          # measured worse programs than those it ranks first among everything the runs found, so more candidates
+          # per round might help. Tried on BERT-tiny (benchmarks/README.md): its first round picked worse programs
+          # (the model's best among 8x the candidates is more often one it overrates) in 3.5x the wall time.
+          "tlp-online-pop2048": dict(cost_model="tlp", online_steps=5, population=2048),
           "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
 
 
@@ -141,13 +149,14 @@ def main() -> None:
         for seed in seeds:
             for model, base_model, first, batch, checkpoint, setup_s in variants:
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
+                settings = {"population": args.population, **MODELS[base_model]}  # a model may carry its own
                 config = TuneConfig(trials=args.trials, trials_per_iter=batch, first_round_trials=first, seed=seed,
-                                    population=args.population, compile=False, measure=MeasureConfig(),
-                                    model_path=checkpoint, **MODELS[base_model])
+                                    compile=False, measure=MeasureConfig(), model_path=checkpoint, **settings)
                 report = tune(tunable, target, work_dir, config)
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
                 runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,
+                                                   "population": config.population,
                                                    "first_round_trials": first,
                                                    "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
