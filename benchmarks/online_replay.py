@@ -1,5 +1,5 @@
 """Online fine-tuning replayed on measured programs: which way of learning during a search picks better programs
-(issue 11, part 5), in about a minute per setting instead of a 16-minute search per seed.
+(issue 11, part 5), in minutes per setting instead of a 16-minute search per seed.
 
 The programs of tuning runs (``tlp tune`` / ``search_efficiency.py`` work directories) of one network are pooled
 per task (``tlp.evaluation.search_metrics.pool_runs``). A replay plays a search whose candidates are those
@@ -61,7 +61,10 @@ def replay(model: TLPModel, head: int, features: np.ndarray, latencies: np.ndarr
             left = np.setdiff1d(pool, measured[task])
             if len(left) == 0:
                 continue
-            learner = models.setdefault(task if per_task else None, copy.deepcopy(model))
+            key = task if per_task else None
+            if key not in models:
+                models[key] = copy.deepcopy(model)  # the learning copy; the loaded model stays as shipped
+            learner = models[key]
             scores = learner.predict_features(features[left], head, precision="fp32")
             measured[task].extend(left[np.argsort(-scores, kind="stable")[:size]].tolist())
             trials += min(size, len(left))
