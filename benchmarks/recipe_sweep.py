@@ -57,6 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from tlp.evaluation import rank_percentiles, score_models
 from tlp.features.cache import read_cache
 from tlp.model.estimator import TLPModel, TrainConfig
+from tlp.model.losses import (LISTWISE_TEMPERATURES, LOSSES, MEASURED_TERMS, expected_slowdown_loss,
+                              soft_listwise_loss)
 from tlp.model.network import ModelConfig
 
 BASE_MODEL = {"hidden": 128}
@@ -94,6 +96,10 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # The slowdown-distilled LSTM student with one LSTM layer instead of two: half the LSTM's scoring time, which
     # is 3/4 of that student's network time (its scoring speed sits at issue 11's 5x line).
     "lstm1-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown"}),
+    # The same student with the slowdown term weighted 2x / 4x (sweep-only losses, registered below): the term
+    # is what lifted TenSet's top-1 most, and TenSet's top-1 is the ratio that term's expectation models.
+    "lstm1-slowdown-x2-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown-x2"}),
+    "lstm1-slowdown-x4-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown-x4"}),
     "blocks4": ({"residual_blocks": 4}, {}),
     "patience30": ({}, {"patience": 30, "epochs": 120}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
@@ -101,11 +107,32 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
 DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5,
              "lstm-soft-distil-transfer-mixed-heavy": 0.5, "lstm-soft-slowdown-distil-transfer-mixed": 0.5,
-             "soft-slowdown-distil-transfer-mixed": 0.5, "lstm1-soft-slowdown-distil-transfer-mixed": 0.5}
+             "soft-slowdown-distil-transfer-mixed": 0.5, "lstm1-soft-slowdown-distil-transfer-mixed": 0.5,
+             "lstm1-slowdown-x2-distil-transfer-mixed": 0.5, "lstm1-slowdown-x4-distil-transfer-mixed": 0.5}
 # Recipes that also train on the bundle's transfer programs:
 TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed", "lstm-soft-distil-transfer-mixed-heavy",
                "lstm-soft-slowdown-distil-transfer-mixed", "soft-slowdown-distil-transfer-mixed",
-               "lstm1-soft-slowdown-distil-transfer-mixed"}
+               "lstm1-soft-slowdown-distil-transfer-mixed", "lstm1-slowdown-x2-distil-transfer-mixed",
+               "lstm1-slowdown-x4-distil-transfer-mixed"}
+
+
+def _register_weighted_slowdown_losses(weights: tuple[int, ...] = (2, 4)) -> None:
+    """``soft-listwise+slowdown-xK``: soft-listwise plus K x the slowdown term, for the sweep only (a loss joins
+    ``tlp.model.losses`` when it wins). Registered at import, so the spawned training processes know them too."""
+    for weight in weights:
+        def term(scores: Any, labels: Any, group_ids: Any, task_weight: Any = None, weight: int = weight) -> Any:
+            return weight * expected_slowdown_loss(scores, labels, group_ids, task_weight)
+
+        def loss(scores: Any, labels: Any, group_ids: Any, task_weight: Any = None, term: Any = term) -> Any:
+            return soft_listwise_loss(scores, labels, group_ids, task_weight) + term(scores, labels, group_ids,
+                                                                                     task_weight)
+        name = f"soft-listwise+slowdown-x{weight}"
+        LOSSES[name] = loss
+        MEASURED_TERMS[name] = ("soft-listwise", term)
+        LISTWISE_TEMPERATURES[name] = LISTWISE_TEMPERATURES["soft-listwise"]
+
+
+_register_weighted_slowdown_losses()
 # In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
 TEACHER_SCORES = "teacher_scores.npy"
 
