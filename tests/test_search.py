@@ -145,6 +145,11 @@ def test_an_online_learning_rate_that_cannot_work_is_refused(lr):
         OnlineTuning(steps=5, lr=lr)
 
 
+def test_a_negative_minimum_of_task_measurements_is_refused():
+    with pytest.raises(ValueError, match="minimum measurements per task must be 0 or more, got -1"):
+        OnlineTuning(steps=5, min_task_measurements=-1)
+
+
 def test_model_from_another_platform_warns(tiny_checkpoint, host_platform):
     model = TLPModel.load(tiny_checkpoint)
     model.meta["platforms"] = ["llvm-cortex-a72-4c-00000000"]

@@ -63,6 +63,9 @@ class OnlineTuning:
         # A zero, negative or NaN rate would silently do nothing, climb the loss or fill the network with NaN.
         if not math.isfinite(self.lr) or self.lr <= 0:
             raise OnlineTuningError(f"the online fine-tuning learning rate must be a positive number, got {self.lr}")
+        if self.min_task_measurements < 0:  # would act as 0 and hide a typo
+            raise OnlineTuningError("the online fine-tuning's minimum measurements per task must be 0 or more, "
+                                    f"got {self.min_task_measurements}")
 
 
 @dataclass
