@@ -113,6 +113,45 @@ def test_fit_head_adds_a_platform_and_leaves_the_others(two_platforms, tiny_chec
     assert model.meta["adapted"][sse.id]["copy_of"] == native.id
 
 
+def test_head_soup_is_the_mean_of_its_seeds_heads(two_platforms, tiny_checkpoint):
+    """``fit_head(soup=K)``: K heads from the same start (seeds s..s+K-1), their weights averaged, the backbone and the
+    other heads untouched; the same heads as K separate trainings. A soup over a moving backbone is refused."""
+    import dataclasses
+
+    import torch
+
+    from tlp import TLPError
+    from tlp.model.adapt import adapt
+
+    dataset, native, sse = two_platforms
+    programs = load_programs(dataset, sse.id)
+    singles = []
+    for seed in (0, 1):
+        model = TLPModel.load(tiny_checkpoint)
+        model.train_config = dataclasses.replace(model.train_config, seed=seed, epochs=2)
+        model.fit_head(programs, copy_of=native.id, freeze_backbone=True, progress=False)
+        singles.append(model.net.heads[1].state_dict())
+    assert any(not torch.equal(singles[0][k], singles[1][k]) for k in singles[0])  # the seeds differ
+    soup = TLPModel.load(tiny_checkpoint)
+    soup.train_config = dataclasses.replace(soup.train_config, seed=0, epochs=2)
+    backbone = [p.detach().clone() for p in soup.net.backbone_parameters()]
+    native_head = {k: v.clone() for k, v in soup.net.heads[0].state_dict().items()}
+    soup.fit_head(programs, copy_of=native.id, freeze_backbone=True, progress=False, soup=2)
+    for key, value in soup.net.heads[1].state_dict().items():
+        assert torch.allclose(value, (singles[0][key] + singles[1][key]) / 2, atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(backbone, soup.net.backbone_parameters()))
+    assert all(torch.equal(v, soup.net.heads[0].state_dict()[k]) for k, v in native_head.items())
+    assert soup.train_config.seed == 0 and soup.meta["adapted"][sse.id]["soup"] == 2
+    with pytest.raises(ValueError, match="freeze_backbone"):
+        TLPModel.load(tiny_checkpoint).fit_head(programs, copy_of=native.id, freeze_backbone=False, soup=2)
+    with pytest.raises(TLPError, match="--freeze-backbone"):
+        adapt(dataset, TLPModel.load(tiny_checkpoint), dataset.store(sse.id).platform, Path("never.pt"),
+              train_fraction=0.0, held_out_fraction=0.0, head_soup=3, progress=False, min_programs=4)
+    result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform", sse.id,
+                      "--freeze-backbone", "--head-soup", "0"])
+    assert result.returncode == 2 and "--head-soup must be at least 1" in result.stderr
+
+
 def test_train_add_heads_to_gives_a_model_the_dataset_platforms_it_lacks(two_platforms, tiny_checkpoint, tmp_path):
     """New data of a new platform: the shipped model gets that platform's head as a copy of the nearest trained one
     (a project command, so the model and its dataset cannot drift apart), and copies are never copied from."""

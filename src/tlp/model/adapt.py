@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from tlp import TLPError
 from tlp.dataset.collect import CollectSummary, remeasure
 from tlp.dataset.measure import MeasureConfig
 from tlp.dataset.store import Dataset, DatasetError
@@ -49,6 +50,7 @@ class AdaptReport:
     train_seconds: float
     out: str
     per_network: dict[str, Any] = field(default_factory=dict)
+    head_soup: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,14 +78,20 @@ def adapt(
     on_batch: Callable[[CollectSummary], None] | None = None,
     min_programs: int = MIN_HEAD_PROGRAMS,
     held_out: Sequence[str] | None = None,
+    head_soup: int = 1,
 ) -> AdaptReport:
     """Measure a sample here, train this platform's head on ``base``, save to ``out``; see the module doc.
 
     ``held_out``: networks whose programs the head never trains on and is scored on (default: the zoo's held-out
     networks). Naming the network a search check will tune keeps that check fair when this platform already
     holds programs of it (a user's own tuning runs). Fractions of 0 measure nothing: the head then trains on
-    what the dataset already holds for this platform.
+    what the dataset already holds for this platform. ``head_soup``: train the head that many times (seeds) and
+    keep the mean of their weights (``TLPModel.fit_head(soup=...)``; needs ``freeze_backbone``).
     """
+    if head_soup < 1:
+        raise TLPError(f"--head-soup must be at least 1 (heads to average), got {head_soup}")
+    if head_soup > 1 and not freeze_backbone:
+        raise TLPError("a head soup averages heads trained on the same backbone: add --freeze-backbone")
     if not base.platforms:
         raise DatasetError("the base model names no platform for its head(s); train it with tlp train first")
     info = base.meta.get("platform_info") or {}
@@ -106,7 +114,7 @@ def adapt(
                            f"this platform (kept); a head needs at least {min_programs}: {more}")
     before = _held_out_scores(base, test, nearest, held_out)
     started = time.monotonic()
-    base.fit_head(train, copy_of=nearest, freeze_backbone=freeze_backbone, progress=progress)
+    base.fit_head(train, copy_of=nearest, freeze_backbone=freeze_backbone, progress=progress, soup=head_soup)
     train_seconds = time.monotonic() - started
     base.meta.setdefault("platform_info", {})[platform.id] = platform.to_json()
     after = _held_out_scores(base, test, platform.id, held_out)
@@ -118,6 +126,7 @@ def adapt(
         top1_nearest_head=before.get("top1", float("nan")), top1_own_head=after.get("top1", float("nan")),
         top5_nearest_head=before.get("top5", float("nan")), top5_own_head=after.get("top5", float("nan")),
         measure_seconds=round(measure_seconds, 1), train_seconds=round(train_seconds, 1), out=str(out),
+        head_soup=head_soup,
         per_network={"nearest_head": before.get("per_network", {}), "own_head": after.get("per_network", {})})
 
 
@@ -134,7 +143,8 @@ def format_adapt_report(report: AdaptReport) -> str:
     return "\n".join([
         f"platform {report.platform}: head trained on {report.train_programs} programs measured here "
         f"({report.measured_now} new; {report.measure_seconds:.0f} s measuring, {report.train_seconds:.0f} s training, "
-        f"backbone {'frozen' if report.freeze_backbone else 'fine-tuned'})",
+        f"backbone {'frozen' if report.freeze_backbone else 'fine-tuned'}"
+        f"{f'; the mean of {report.head_soup} heads' if report.head_soup > 1 else ''})",
         f"held-out sample ({report.test_programs} programs): top-1 {report.top1_own_head:.3f} with this machine's "
         f"head vs {report.top1_nearest_head:.3f} with the nearest platform's ({report.nearest_head}); "
         f"top-5 {report.top5_own_head:.3f} vs {report.top5_nearest_head:.3f}",
