@@ -40,7 +40,7 @@ def main() -> None:
         model.train_config = dataclasses.replace(model.train_config, seed=seed)
         with tempfile.TemporaryDirectory() as scratch:
             report = adapt(dataset, model, platform, Path(scratch) / "head.pt", train_fraction=0.0,
-                           held_out_fraction=0.0, freeze_backbone=True, progress=False)
+                           held_out_fraction=0.0, freeze_backbone=True, progress=False, head_soup=1)
         row = {"seed": seed, "start_from": args.start_from,
                **{k: v for k, v in report.to_json().items() if k not in ("per_network", "out")},
                "per_network_top1": {n: v["top1"] for n, v in report.per_network["own_head"].items()}}

@@ -344,6 +344,7 @@ def test_adapt_trains_a_head_for_another_machines_stored_programs_measuring_noth
     assert {p: len(dataset.store(p).latest_programs()) for p in dataset.platform_ids()} == stored
     adapted = TLPModel.load(tmp_path / "frozen.pt")
     assert adapted.platforms == [native.id, sse.id]
+    assert report.head_soup == 4 and adapted.meta["adapted"][sse.id]["soup"] == 4  # the default with a frozen backbone
     # Frozen: the backbone is unchanged, so the other heads score exactly as before.
     assert all(torch.equal(a, b) for a, b in zip(backbone, adapted.net.backbone_parameters()))
 

@@ -628,10 +628,11 @@ def build_parser() -> argparse.ArgumentParser:
                                  "learns too, at 0.1x the head's rate, which scored as well or better in the few-shot "
                                  "experiment; on the shipped distilled backbone frozen heads ranked better, and they "
                                  "are what it ships with)")
-    adapt_verb.add_argument("--head-soup", type=int, default=1, metavar="K",
+    adapt_verb.add_argument("--head-soup", type=int, metavar="K",
                             help="with --freeze-backbone: train the head K times (seeds) and keep the mean of their "
-                                 "weights; one head's seed moves its held-out top-1 by about 0.1, the mean ranked "
-                                 "above each of its seeds (benchmarks/README.md, \"Head soups\"; default 1)")
+                                 "weights; one head's seed moves its held-out top-1 by up to 0.1, the mean of 4 "
+                                 "ranked above each single head (benchmarks/README.md, \"Head soups\"; default 4 "
+                                 "with --freeze-backbone, else 1)")
     adapt_verb.add_argument("--held-out", metavar="NETWORKS",
                             help="comma-separated networks the head never trains on and is scored on (default: the "
                                  "zoo's held-out networks); name the network a search check will tune")

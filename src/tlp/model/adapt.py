@@ -32,6 +32,9 @@ from tlp.workloads import held_out_networks
 # Shares measured by default: chosen from the few-shot experiment (benchmarks/README.md, "MTL-TLP").
 DEFAULT_TRAIN_FRACTION = 0.07
 DEFAULT_HELD_OUT_FRACTION = 0.07
+# Heads averaged when the backbone is frozen: on the Zen 3 and Zen 2 held-out networks the mean of 4 heads (seeds)
+# ranked above each of the 6 single heads trained for it (benchmarks/README.md, "Head soups").
+DEFAULT_HEAD_SOUP = 4
 
 
 @dataclass
@@ -78,7 +81,7 @@ def adapt(
     on_batch: Callable[[CollectSummary], None] | None = None,
     min_programs: int = MIN_HEAD_PROGRAMS,
     held_out: Sequence[str] | None = None,
-    head_soup: int = 1,
+    head_soup: int | None = None,
 ) -> AdaptReport:
     """Measure a sample here, train this platform's head on ``base``, save to ``out``; see the module doc.
 
@@ -86,8 +89,11 @@ def adapt(
     networks). Naming the network a search check will tune keeps that check fair when this platform already
     holds programs of it (a user's own tuning runs). Fractions of 0 measure nothing: the head then trains on
     what the dataset already holds for this platform. ``head_soup``: train the head that many times (seeds) and
-    keep the mean of their weights (``TLPModel.fit_head(soup=...)``; needs ``freeze_backbone``).
+    keep the mean of their weights (``TLPModel.fit_head(soup=...)``; needs ``freeze_backbone``); default
+    ``DEFAULT_HEAD_SOUP`` with a frozen backbone, 1 otherwise.
     """
+    if head_soup is None:
+        head_soup = DEFAULT_HEAD_SOUP if freeze_backbone else 1
     if head_soup < 1:
         raise TLPError(f"--head-soup must be at least 1 (heads to average), got {head_soup}")
     if head_soup > 1 and not freeze_backbone:
