@@ -263,7 +263,8 @@ class TLPModel:
         ``soup``: train the head that many times from the same start (seeds ``train_config.seed`` + 0, 1, ..., each
         with its own validation split) and keep the mean of their weights. Why: one head's seed moves held-out top-1
         by about ±0.1 on the shipped backbone, and with the backbone frozen every run reads the same inputs, so
-        their average is a head of its own, which ranked above each of its seeds (benchmarks/README, "Head soups").
+        their average is a head of its own; started from another platform's head (what ``tlp adapt`` does for a new
+        platform) it ranked above each of its seeds on Zen 3 and Zen 2 (benchmarks/README, "Head soups").
         """
         if self.net is None:
             raise RuntimeError("the model is not trained or loaded")
