@@ -1,7 +1,7 @@
 """Several heads of one platform, one backbone: does averaging them remove the head-training lottery? (issue 10)
 
 A frozen-backbone head retrained with another seed moves the platform's held-out TenSet top-1 by ±0.1
-(``head_seeds.py``). Here one process reads the platform's programs once, trains the head from the same start with
+(benchmarks/README.md, "Self-play data"). Here one process reads the platform's programs once, trains the head from the same start with
 each seed, and scores on the held-out networks:
 
 - each head alone;
