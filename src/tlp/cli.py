@@ -630,7 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "are what it ships with)")
     adapt_verb.add_argument("--head-soup", type=int, metavar="K",
                             help="with --freeze-backbone: train the head K times (seeds) and keep the mean of their "
-                                 "weights; one head's seed moves its held-out top-1 by up to 0.1, the mean of 4 "
+                                 "weights; one head's seed moved its held-out top-1 by up to 0.17, the mean of 4 "
                                  "ranked above each single head (benchmarks/README.md, \"Head soups\"; default 4 "
                                  "with --freeze-backbone, else 1)")
     adapt_verb.add_argument("--held-out", metavar="NETWORKS",
