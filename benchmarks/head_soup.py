@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from tlp.evaluation import head_scores, rank_percentiles, score_models
-from tlp.model.estimator import TLPModel
+from tlp.model.estimator import TLPModel, average_states
 from tlp.models import model_path
 
 
@@ -146,7 +146,7 @@ def main() -> None:
     rows["seeds"] = per_seed
     rows["ensemble"] = data.metrics({name: np.mean([p[name] for p in percentiles], axis=0) for name in data.groups})
     soup = TLPModel.load(model_path(args.model))
-    soup.net.heads[head].load_state_dict({k: torch.stack([s[k] for s in states]).mean(dim=0) for k in states[0]})
+    soup.net.heads[head].load_state_dict(average_states(states))
     rows["soup"] = data.metrics(data.scores(soup))
     if args.keep:
         torch.save(soup.net.heads[head].state_dict(), Path(args.keep) / "head_soup.pt")

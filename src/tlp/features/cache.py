@@ -106,9 +106,7 @@ def featurize_platforms(dataset: Dataset, platform_ids: list[str], held_out_netw
     data = load_platforms(dataset, platform_ids, min_programs)
     train, _ = data.split_by_network(set(held_out_networks))
     featurizer = featurizer_for_config(config).fit(train.traces)
-    return FeaturizedPrograms(data.featurize(featurizer), list(data.task_keys), data.latencies,
-                              list(data.platform_ids), data.catalogue, featurizer, data.record_format,
-                              Counter(data.skipped))
+    return FeaturizedPrograms.of(data, featurizer)
 
 
 def _encode(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

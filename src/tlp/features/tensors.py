@@ -251,6 +251,14 @@ class FeaturizedPrograms:
     record_format: str = METASCHEDULE_FORMAT
     skipped: Counter = field(default_factory=Counter)
 
+    @classmethod
+    def of(cls, programs: MultiPlatformPrograms, featurizer: Any) -> "FeaturizedPrograms":
+        """``programs``' traces featurized once by ``featurizer`` (fitted), keeping their latencies, catalogue and
+        skip counts: what the feature cache stores, and what repeated trainings on the same traces share."""
+        return cls(programs.featurize(featurizer), list(programs.task_keys), programs.latencies,
+                   list(programs.platform_ids), programs.catalogue, featurizer, programs.record_format,
+                   Counter(programs.skipped))
+
     @property
     def platform_id(self) -> str:
         """The platform of single-platform programs (what ``TLPModel.fit_head`` trains a head for)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -81,6 +80,11 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def average_states(states: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of state dicts of one module (a head soup: heads trained from the same start)."""
+    return {k: torch.stack([s[k] for s in states]).mean(dim=0) for k in states[0]}
 
 
 def top_k_score(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray, k: int = 1,
@@ -281,9 +285,7 @@ class TLPModel:
             self.platforms = self.platforms + [platform_id]
         data = programs if isinstance(programs, FeaturizedPrograms) else MultiPlatformPrograms.join([programs])
         if soup > 1 and not isinstance(data, FeaturizedPrograms):  # featurize once for all the soup's runs
-            data = FeaturizedPrograms(data.featurize(self.featurizer), list(data.task_keys), data.latencies,
-                                      list(data.platform_ids), data.catalogue, self.featurizer, data.record_format,
-                                      Counter(data.skipped))
+            data = FeaturizedPrograms.of(data, self.featurizer)
         start = {k: v.detach().clone() for k, v in self.net.heads[head].state_dict().items()}
         config, states, val_top1 = self.train_config, [], []
         try:
@@ -296,7 +298,7 @@ class TLPModel:
         finally:
             self.train_config = config
         if soup > 1:
-            self.net.heads[head].load_state_dict({k: torch.stack([s[k] for s in states]).mean(dim=0) for k in start})
+            self.net.heads[head].load_state_dict(average_states(states))
         # Too few programs to rank (every task in validation): the head stays as it started; say so.
         info["head_trained"] = not info.pop("untrained_columns")
         self.meta.setdefault("adapted", {})[platform_id] = {
