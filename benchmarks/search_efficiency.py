@@ -93,6 +93,9 @@ def main() -> None:
                              "pays for its own data; 0 for models without one")
     parser.add_argument("--summarize", action="store_true",
                         help="recompute summaries and figures of the results file without tuning")
+    parser.add_argument("--points", default="",
+                        help="with --summarize: also print a table of each run's curve at these trial counts "
+                             "(comma-separated; the point nearest each), its first point, final latency and wall")
     args = parser.parse_args()
 
     out = Path(args.out)
@@ -111,6 +114,8 @@ def main() -> None:
             result["summary"] = _summarize(result["runs"], result["trials"], result["fixed_tasks"])
             _plot(result, workload, _figure_path(out, workload))
             print(json.dumps({workload: result["summary"]}, indent=1))
+            if args.points:
+                print(_curve_table(result, [int(n) for n in args.points.split(",")]))
         out.write_text(json.dumps(stored, indent=1))
         return
     target = host_target()
@@ -296,6 +301,24 @@ def _summarize(runs: dict, budget: int, fixed: dict[str, int] | None = None) -> 
             row["wall_ratio_vs_best_xgb_per_seed"] = [round(xgb_wall / x[1], 2) if x else None for x in strict]
         summary[model] = row
     return summary
+
+
+def _curve_table(result: dict, counts: list[int]) -> str:
+    """A markdown table, one row per run: Σ weight × best task latency (ms) at its first point, at the curve point
+    nearest each of ``counts`` trials (— before the first point: no network latency yet), final, wall."""
+    runs = _with_shared_fixed_tasks(result["runs"], result.get("fixed_tasks", {})) or result["runs"]
+    lines = ["| run | first point | " + " | ".join(f"~{n}" for n in counts) + f" | final ({result['trials']}) | wall |",
+             "|---" * (len(counts) + 4) + "|"]
+    for model, model_runs in runs.items():
+        for run in model_runs:
+            curve = run["curve"]
+            if not curve:
+                continue
+            cells = ["—" if n < curve[0][0] else f"{min(curve, key=lambda p: abs(p[0] - n))[2] * 1e3:.2f}"
+                     for n in counts]
+            lines.append(f"| {model} seed {run['seed']} | {curve[0][2] * 1e3:.2f} @ {curve[0][0]} | "
+                         + " | ".join(cells) + f" | {curve[-1][2] * 1e3:.2f} | {run['wall_s']:.0f} s |")
+    return "\n".join(lines)
 
 
 def _plot(result: dict, workload: str, path: Path) -> None:
