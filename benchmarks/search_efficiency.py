@@ -97,6 +97,12 @@ def main() -> None:
                         help="with --summarize: also print a table of each run's curve at these trial counts "
                              "(comma-separated; the point nearest each), its first point, final latency and wall")
     args = parser.parse_args()
+    if args.points and not args.summarize:
+        parser.error("--points prints a table of a results file: use it with --summarize")
+    try:
+        points = [int(n) for n in args.points.split(",")] if args.points else []
+    except ValueError:
+        parser.error(f"--points takes comma-separated trial counts, got {args.points!r}")
 
     out = Path(args.out)
     if args.summarize:
@@ -114,8 +120,8 @@ def main() -> None:
             result["summary"] = _summarize(result["runs"], result["trials"], result["fixed_tasks"])
             _plot(result, workload, _figure_path(out, workload))
             print(json.dumps({workload: result["summary"]}, indent=1))
-            if args.points:
-                print(_curve_table(result, [int(n) for n in args.points.split(",")]))
+            if points:
+                print(_curve_table(result, points))
         out.write_text(json.dumps(stored, indent=1))
         return
     target = host_target()
@@ -303,10 +309,15 @@ def _summarize(runs: dict, budget: int, fixed: dict[str, int] | None = None) -> 
     return summary
 
 
+def _shown_runs(result: dict) -> dict:
+    """The runs as tables and figures show them: fixed tasks at their shared latency where every run recorded them."""
+    return _with_shared_fixed_tasks(result["runs"], result.get("fixed_tasks", {})) or result["runs"]
+
+
 def _curve_table(result: dict, counts: list[int]) -> str:
     """A markdown table, one row per run: Σ weight × best task latency (ms) at its first point, at the curve point
     nearest each of ``counts`` trials (— before the first point: no network latency yet), final, wall."""
-    runs = _with_shared_fixed_tasks(result["runs"], result.get("fixed_tasks", {})) or result["runs"]
+    runs = _shown_runs(result)
     lines = ["| run | first point | " + " | ".join(f"~{n}" for n in counts) + f" | final ({result['trials']}) | wall |",
              "|---" * (len(counts) + 4) + "|"]
     for model, model_runs in runs.items():
@@ -328,7 +339,7 @@ def _plot(result: dict, workload: str, path: Path) -> None:
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    runs = _with_shared_fixed_tasks(result["runs"], result.get("fixed_tasks", {})) or result["runs"]
+    runs = _shown_runs(result)
     for model, model_runs in runs.items():
         for i, run in enumerate(model_runs):
             if not run["curve"]:
