@@ -53,6 +53,10 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # the same, learning only once a task is past its first round (a first round of 2 programs per task at
           # lr 1e-3 spoilt the next tasks' first picks)
           "tlp-online-lr3-warm": dict(cost_model="tlp", online_steps=5, online_lr=1e-3, online_min_task_measurements=3),
+          # the same, one of each task's first-round places given to another task's best schedule replayed on it
+          # (tlp.search.transfer), the model's best-scored one: ResNet-50's tasks repeat one structure at many shapes
+          "tlp-online-lr3-warm-transfer": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                               online_min_task_measurements=3, first_round_transferred=1),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
           # measured worse programs than those it ranks first among everything the runs found, so more candidates

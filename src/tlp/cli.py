@@ -444,6 +444,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.first_round_trials is not None and args.first_round_trials < 1:
         raise TLPError("tlp tune: --first-round-trials must be at least 1")
+    if args.first_round_transferred and not (args.first_round_trials or 0) >= args.first_round_transferred > 0:
+        raise TLPError("tlp tune: --first-round-transferred K takes K of the first round's places: give "
+                       "--first-round-trials at least K (and below --trials-per-iter)")
     target = _target(args)
     tunable = resolve(args.source, target, fast_math=not args.no_fast_math)
     if args.top_tasks:
@@ -451,6 +454,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     work_dir = args.work_dir or str(Path("runs") / "tune" / f"{Path(tunable.name).name}-{args.cost_model}")
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
+                        first_round_transferred=args.first_round_transferred or 0,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
                         post_optimization=args.post_optimization,
@@ -669,6 +673,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="measure only the cost model's top K of each task in the first round, full batches "
                                 "after it (for a trained model such as TLP: the first round over all tasks is most "
                                 "of a small budget on a network); default: a full batch")
+    tune_verb.add_argument("--first-round-transferred", type=int, metavar="K",
+                           help="of the first round's places per task, K go to other tasks' best measured schedules "
+                                "replayed on it (tile sizes refitted), the cost model's best-scored ones: a network's "
+                                "tasks repeat one structure at many shapes")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")
     tune_verb.add_argument("--online-steps", type=int, default=0,

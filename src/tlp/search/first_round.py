@@ -12,6 +12,12 @@ model's best, as the evolutionary search ranks them), then it restarts the inner
 for the rest of the task's budget. The restarted search does not know what was measured (MetaSchedule's state
 keeps that only in memory, and seeds its population from the database's best), so candidates measured before are
 filtered out here rather than measured twice.
+
+With ``transferred`` > 0, that many of the first batch's places go to schedules of *other* tasks: the best
+measured program of every other workload in the tuning database, replayed on this task with its tile sizes refitted
+(:mod:`tlp.search.transfer`), the cost model's best-scored ones. On a network whose tasks repeat one structure at
+many shapes, a schedule that measured well on a sibling task is a better first guess than what a model ranks best
+among random programs; which sibling's schedule fits is the model's call.
 """
 
 from __future__ import annotations
@@ -21,18 +27,25 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
+from tlp.search.transfer import transferred_schedules
 
 
 @derived_object
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
-    """``EvolutionarySearch(population_size)`` whose first batch for the task holds ``first_batch`` candidates."""
+    """``EvolutionarySearch(population_size)`` whose first batch for the task holds ``first_batch`` candidates, up
+    to ``transferred`` of them other tasks' best schedules replayed on this one."""
 
-    def __init__(self, population_size: int, first_batch: int) -> None:
+    def __init__(self, population_size: int, first_batch: int, transferred: int = 0) -> None:
         super().__init__()
         if first_batch < 1:
             raise ValueError(f"first_batch must be at least 1, not {first_batch}")
+        if not 0 <= transferred <= first_batch:
+            raise ValueError(f"transferred must be between 0 and first_batch ({first_batch}), not {transferred}")
         self.population_size = population_size
         self.first_batch = first_batch
+        self.transferred = transferred
+        self.context: Any = None
+        self.first_size = first_batch  # the first batch's size for this task's budget
         self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
         self.tuning: tuple[Any, ...] | None = None  # pre_tuning's arguments after max_trials
         self.max_trials = 0
@@ -43,6 +56,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
 
     def _initialize_with_tune_context(self, context: Any) -> None:
         self.mod = context.mod
+        self.context = context
         self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
 
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any, database: Any = None,
@@ -53,7 +67,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         # A task an earlier run measured (a resumed run) had its first round: full batches at once.
         self.in_first_round = not (database is not None and database.get_top_k(database.commit_workload(self.mod), 1))
         if self.in_first_round:
-            first = min(self.first_batch, num_trials_per_iter, max_trials)
+            first = self.first_size = min(self.first_batch, num_trials_per_iter, max_trials)
             self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
         else:
             self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
@@ -78,7 +92,21 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
             fresh = [c for c in candidates if structural_hash(c.sch.mod) not in self.measured_hashes]
             # All of them measured before: the inner search now counts them as measured and proposes others.
             if fresh or not candidates:
-                return fresh
+                return self._with_transferred(fresh) if self.in_first_round and self.transferred else fresh
+
+    def _with_transferred(self, candidates: list[Any]) -> list[Any]:
+        """``candidates`` with their last places given to the model's best-scored transferred schedules."""
+        _, _, database, cost_model = self.tuning
+        if database is None or cost_model is None:
+            return candidates
+        exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
+        transferred = transferred_schedules(database, self.context, exclude)
+        if not transferred:
+            return candidates
+        scores = cost_model.predict(self.context, transferred)
+        ranked = [transferred[i] for i in sorted(range(len(transferred)), key=lambda i: -float(scores[i]))]
+        picks = ranked[:min(self.transferred, self.first_size)]
+        return candidates[:max(0, self.first_size - len(picks))] + picks
 
     def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
@@ -86,4 +114,4 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.measured_hashes.update(structural_hash(c.sch.mod) for c in measure_candidates)
 
     def clone(self) -> Any:
-        return FirstRoundSearch(self.population_size, self.first_batch)
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred)

@@ -62,6 +62,9 @@ class TuneConfig:
     trials_per_iter: int = 32
     # Candidates per task in the first round (None: a full batch); see tlp.search.first_round.
     first_round_trials: int | None = None
+    # Of those, how many are other tasks' best schedules replayed on the task (tlp.search.transfer), the cost model's
+    # best-scored ones; needs a first round smaller than a batch.
+    first_round_transferred: int = 0
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
@@ -204,7 +207,10 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig)
 def _search_strategy(config: TuneConfig) -> Any:
     first = config.first_round_trials
     if first is not None and first < config.trials_per_iter:
-        return FirstRoundSearch(config.population, first)
+        return FirstRoundSearch(config.population, first, config.first_round_transferred)
+    if config.first_round_transferred:
+        raise TLPError("transferred schedules take places of a first round smaller than a batch: set "
+                       "first_round_trials below trials_per_iter")
     return ms.search_strategy.EvolutionarySearch(population_size=config.population)
 
 

@@ -1,0 +1,107 @@
+"""Schedules transferred between tasks: another task's best measured trace, replayed on this task's workload.
+
+A network's tasks repeat one structure at many shapes (ResNet-50: 3x3 and 1x1 convolutions with bias and ReLU at
+four stages). A schedule that measured well on one of them — its tiling structure, unroll, vectorisation, compute
+locations — is a strong guess for the next one, once its tile sizes fit the new loop extents ("transfer-tuning",
+Gibson and Cano, 2022). MetaSchedule's search never looks across tasks: each task's evolutionary search starts
+from random programs and its own measured ones only.
+
+:func:`transferred_schedules` replays the best measured trace of every other workload in a tuning database on a
+task. A trace names blocks by their names and samples tile sizes for loops of its own extents, so the replay
+(``Trace.apply_to_schedule`` with a decision provider) keeps every decision but ``SamplePerfectTile``, whose tile
+sizes are mapped to the factorisation of the new extent nearest in log scale (inner tiles weigh most: they decide
+register blocking and vectorisation). Traces of other structures (other block names, other loop nests) fail to
+replay and are skipped. The task's post-processors then run on each replayed schedule as on any candidate.
+
+Which transferred schedule to measure is the cost model's call (:class:`tlp.search.first_round.FirstRoundSearch`):
+a trained model ranks them on a task it has no measurement of, which a model learning from scratch cannot.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from tlp._tvm import ms, structural_hash, tvm
+from tlp.dataset.store import mean_latency
+
+
+@functools.lru_cache(maxsize=4096)
+def _factorizations(extent: int, parts: int) -> tuple[tuple[int, ...], ...]:
+    """Every ordered way to write ``extent`` as a product of ``parts`` positive factors."""
+    if parts == 1:
+        return ((extent,),)
+    out = []
+    for first in range(1, extent + 1):
+        if extent % first == 0:
+            out.extend((first,) + rest for rest in _factorizations(extent // first, parts - 1))
+    return tuple(out)
+
+
+def fit_tiles(tiles: list[int], extent: int, max_innermost: int) -> list[int]:
+    """The factorisation of ``extent`` into ``len(tiles)`` factors nearest ``tiles`` (log scale, inner factors
+    weighted most), with the innermost factor at most ``max_innermost`` (when positive) where one exists."""
+    parts = len(tiles)
+    weights = [2.0 ** i for i in range(parts)]  # outer ... inner
+
+    def distance(candidate: tuple[int, ...]) -> float:
+        return sum(w * abs(math.log(c) - math.log(max(t, 1))) for w, c, t in zip(weights, candidate, tiles))
+
+    candidates = _factorizations(int(extent), parts)
+    allowed = [c for c in candidates if max_innermost <= 0 or c[-1] <= max_innermost] or list(candidates)
+    return list(min(allowed, key=distance))
+
+
+def replay_on(trace: Any, mod: Any) -> Any | None:
+    """``trace`` (of another workload) replayed on ``mod`` with its tile sizes refitted; None where it does not
+    replay (another structure)."""
+    sch = tvm.s_tir.Schedule(mod, debug_mask=0)
+
+    def refit(inst: Any, inputs: list[Any], attrs: list[Any], decision: Any) -> Any:
+        if inst.kind.name != "SamplePerfectTile" or decision is None:
+            return decision
+        extent = getattr(sch.get(inputs[0]).extent, "value", None)  # an IntImm's; None for a symbolic extent
+        if not isinstance(extent, int):
+            return decision
+        return fit_tiles([int(d) for d in decision], extent, int(attrs[1]))
+
+    try:
+        trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=refit)
+    except Exception:  # pylint: disable=broad-except  # TVM raises several kinds; any means "does not replay"
+        return None
+    return sch
+
+
+def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
+    """The fastest valid record of each workload in ``database`` other than ``mod``'s, fastest first."""
+    own = structural_hash(mod)
+    best: dict[int, tuple[float, Any]] = {}
+    for record in database.get_all_tuning_records():
+        latency = mean_latency(record.run_secs)
+        if latency is None:
+            continue
+        key = structural_hash(record.workload.mod)
+        if key != own and (key not in best or latency < best[key][0]):
+            best[key] = (latency, record)
+    return [record for _, record in sorted(best.values(), key=lambda pair: pair[0])]
+
+
+def transferred_schedules(database: Any, context: Any, exclude: set[int] = frozenset()) -> list[Any]:
+    """Measure candidates for ``context``'s task: the best record of every other workload in ``database``,
+    replayed on the task and post-processed; programs whose structural hash is in ``exclude`` left out."""
+    postprocs = list(context.space_generator.postprocs)
+    seen = set(exclude)
+    candidates = []
+    for record in best_records_of_other_workloads(database, context.mod):
+        sch = replay_on(record.trace, context.mod)
+        if sch is None or not all(postproc.apply(sch) for postproc in postprocs):
+            continue
+        key = structural_hash(sch.mod)
+        if key not in seen:
+            seen.add(key)
+            # As MetaSchedule assembles a candidate: arguments of the scheduled function (a rewritten weight layout
+            # changes their shapes), its layout-transforming preprocessing left out.
+            candidates.append(ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod,
+                                                                                             remove_preproc=True)))
+    return candidates

@@ -1,0 +1,90 @@
+"""Schedules transferred between tasks: another task's best trace replayed on a task of the same structure."""
+
+import math
+
+import pytest
+
+from tlp._tvm import ms, structural_hash, tvm
+from tlp.search.transfer import fit_tiles, replay_on, transferred_schedules
+
+
+def test_tiles_refitted_to_a_new_extent_keep_the_inner_factors():
+    assert fit_tiles([4, 2, 1, 7], 28, 64) == [2, 2, 1, 7]  # 56 -> 28: the outer factor halves
+    assert fit_tiles([16, 4, 1, 1], 256, 64) == [64, 4, 1, 1]
+    assert fit_tiles([1, 3], 1, 64) == [1, 1]
+    assert fit_tiles([1, 128], 256, 64)[-1] <= 64  # the innermost bound holds where a factorisation allows it
+    for tiles, extent in [([2, 8, 2, 2], 14), ([1, 1, 14, 4], 7), ([32, 2], 1000)]:
+        refitted = fit_tiles(tiles, extent, 64)
+        assert len(refitted) == len(tiles) and int(math.prod(refitted)) == extent
+
+
+def _context(task, target):
+    return ms.TuneContext(mod=task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
+                          search_strategy=ms.search_strategy.EvolutionarySearch(population_size=8),
+                          task_name=task.name, num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def convolutions(host_platform):
+    from tlp.workloads import load_tasks
+
+    return load_tasks(["conv2d_nchw_1x64x56x56_o64_k3_s1_p1_d1", "conv2d_nchw_1x256x14x14_o256_k3_s1_p1_d1",
+                       "dense_64x64x64"], host_platform.target)
+
+
+def test_a_convolution_schedule_replays_on_another_shape_and_not_on_a_dense(convolutions, host_platform):
+    source, other_shape, dense = (_context(t, host_platform.target) for t in convolutions)
+    for space in source.space_generator.generate_design_space(source.mod):
+        replayed = replay_on(space.trace, other_shape.mod)
+        assert replayed is not None and all(p.apply(replayed) for p in other_shape.space_generator.postprocs)
+        tiles = [[int(d) for d in inst_decision] for inst, inst_decision in replayed.trace.decisions.items()
+                 if inst.kind.name == "SamplePerfectTile"]
+        extents = sorted(int(math.prod(t)) for t in tiles)
+        assert 14 in extents and 256 in extents and 56 not in extents  # refitted to the new loops
+        assert replay_on(space.trace, dense.mod) is None  # another structure: not replayed
+
+
+def test_tuning_gives_a_first_round_place_to_the_sibling_tasks_best_schedule(tmp_path, host_platform,
+                                                                               fast_measure):
+    """Two dense operators of one structure, a first round of 2 with 1 transferred place: the second task measures
+    the first task's best program replayed on it (with a random model there is one sibling, so that one)."""
+    from tlp.search.sources import Tunable
+    from tlp.search.tune import TuneConfig, tune
+    from tlp.workloads import load_tasks
+
+    tasks = load_tasks(["dense_64x64x64", "dense_256x256x256"], host_platform.target)
+    work_dir = tmp_path / "transfer"
+    config = TuneConfig(trials=4, trials_per_iter=4, first_round_trials=2, first_round_transferred=1,
+                        cost_model="random", population=16, compile=False, measure=fast_measure)
+    tune(Tunable("dense-pair", tasks), host_platform.target, work_dir, config)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    first, second = (database.get_top_k(database.commit_workload(t.mod), 10) for t in tasks)
+    assert len(first) == 2 and len(second) == 2  # all four measured (a replayed program runs like any other)
+    sibling_best = transferred_schedules(_database_of(first, tmp_path), _context(tasks[1], host_platform.target))
+    assert len(sibling_best) == 1
+    assert _decisions(sibling_best[0].sch.trace) in [_decisions(record.trace) for record in second]
+
+
+def _decisions(trace) -> list:
+    """A trace's sampled decisions in order (tile sizes, unroll, compute locations): what makes one program."""
+    return [(inst.kind.name, str(decision)) for inst, decision in trace.decisions.items()]
+
+
+def _database_of(records, tmp_path):
+    """An in-memory database holding ``records`` only (what the second task's first round saw)."""
+    database = ms.database.MemoryDatabase()
+    for record in records:
+        database.commit_tuning_record(ms.database.TuningRecord(
+            record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
+            record.args_info))
+    return database
+
+
+def test_transferred_places_need_a_first_round(host_platform):
+    from tlp import TLPError
+    from tlp.search.tune import TuneConfig, _search_strategy
+
+    with pytest.raises(TLPError, match="first round smaller than a batch"):
+        _search_strategy(TuneConfig(trials_per_iter=8, first_round_transferred=1))
+    with pytest.raises(ValueError, match="transferred must be between 0 and first_batch"):
+        _search_strategy(TuneConfig(trials_per_iter=8, first_round_trials=1, first_round_transferred=2))
