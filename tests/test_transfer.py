@@ -5,7 +5,7 @@ import math
 import pytest
 
 from tlp._tvm import ms, structural_hash, tvm
-from tlp.search.transfer import fit_tiles, replay_on, transferred_schedules
+from tlp.search.transfer import block_names, fit_tiles, replay_on, transferred_schedules
 
 
 def test_tiles_refitted_to_a_new_extent_keep_the_inner_factors():
@@ -42,6 +42,34 @@ def test_a_convolution_schedule_replays_on_another_shape_and_not_on_a_dense(conv
         extents = sorted(int(math.prod(t)) for t in tiles)
         assert 14 in extents and 256 in extents and 56 not in extents  # refitted to the new loops
         assert replay_on(space.trace, dense.mod) is None  # another structure: not replayed
+
+
+def test_only_traces_of_the_tasks_own_structure_are_transferred(convolutions, host_platform):
+    """A trace touching the root block only (as a reshape's does) replays on a convolution and would leave it
+    unscheduled: it is not transferred, nor is a dense's; the other convolution's is."""
+    source, target, dense = (_context(t, host_platform.target) for t in convolutions)
+    softmax = _context(*_load(["softmax_1x1000"], host_platform), host_platform.target)
+    root_only = tvm.s_tir.Schedule(softmax.mod)
+    root_only.annotate(root_only.get_sblock("root"), "meta_schedule.parallel", 16)
+    assert replay_on(root_only.trace, target.mod) is not None  # it would replay: the structure check is needed
+
+    database = ms.database.MemoryDatabase()
+    for context, trace, seconds in ((source, source.space_generator.generate_design_space(source.mod)[0].trace, 3e-3),
+                                    (dense, dense.space_generator.generate_design_space(dense.mod)[0].trace, 1e-5),
+                                    (softmax, root_only.trace, 1e-6)):
+        database.commit_tuning_record(ms.database.TuningRecord(
+            trace, database.commit_workload(context.mod), [seconds], tvm.target.Target(host_platform.target),
+            ms.arg_info.ArgInfo.from_prim_func(context.mod["main"])))
+    transferred = transferred_schedules(database, target)
+    assert len(transferred) == 1
+    assert block_names(transferred[0].sch.trace) == block_names(source.space_generator.generate_design_space(
+        source.mod)[0].trace)
+
+
+def _load(names, host_platform):
+    from tlp.workloads import load_tasks
+
+    return load_tasks(names, host_platform.target)
 
 
 def test_tuning_gives_a_first_round_place_to_the_sibling_tasks_best_schedule(tmp_path, host_platform,

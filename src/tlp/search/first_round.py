@@ -96,11 +96,11 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
 
     def _with_transferred(self, candidates: list[Any]) -> list[Any]:
         """``candidates`` with their last places given to the model's best-scored transferred schedules."""
-        _, _, database, cost_model = self.tuning
+        _, design_spaces, database, cost_model = self.tuning
         if database is None or cost_model is None:
             return candidates
         exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
-        transferred = transferred_schedules(database, self.context, exclude)
+        transferred = transferred_schedules(database, self.context, exclude, list(design_spaces))
         if not transferred:
             return candidates
         scores = cost_model.predict(self.context, transferred)

@@ -10,8 +10,11 @@ from random programs and its own measured ones only.
 task. A trace names blocks by their names and samples tile sizes for loops of its own extents, so the replay
 (``Trace.apply_to_schedule`` with a decision provider) keeps every decision but ``SamplePerfectTile``, whose tile
 sizes are mapped to the factorisation of the new extent nearest in log scale (inner tiles weigh most: they decide
-register blocking and vectorisation). Traces of other structures (other block names, other loop nests) fail to
-replay and are skipped. The task's post-processors then run on each replayed schedule as on any candidate.
+register blocking and vectorisation). Only traces of the task's own structure are replayed: the blocks they name
+must be those a design space of the task names. Without that check a trace that touches only the root block (a
+reshape's: parallel, vectorise, unroll annotations) replays on any workload and leaves a convolution unscheduled —
+and the first version, which relied on failed replays alone, measured exactly that (benchmarks/README.md). The
+task's post-processors then run on each replayed schedule as on any candidate.
 
 Which transferred schedule to measure is the cost model's call (:class:`tlp.search.first_round.FirstRoundSearch`):
 a trained model ranks them on a task it has no measurement of, which a model learning from scratch cannot.
@@ -73,6 +76,17 @@ def replay_on(trace: Any, mod: Any) -> Any | None:
     return sch
 
 
+def block_names(trace: Any) -> frozenset[str]:
+    """The blocks a trace names (its ``GetSBlock`` instructions before post-processing): its task's structure."""
+    names = set()
+    for inst in trace.insts:
+        if inst.kind.name == "EnterPostproc":
+            break
+        if inst.kind.name == "GetSBlock":
+            names.add(str(inst.attrs[0]))
+    return frozenset(names)
+
+
 def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
     """The fastest valid record of each workload in ``database`` other than ``mod``'s, fastest first."""
     own = structural_hash(mod)
@@ -87,13 +101,20 @@ def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
     return [record for _, record in sorted(best.values(), key=lambda pair: pair[0])]
 
 
-def transferred_schedules(database: Any, context: Any, exclude: set[int] = frozenset()) -> list[Any]:
-    """Measure candidates for ``context``'s task: the best record of every other workload in ``database``,
-    replayed on the task and post-processed; programs whose structural hash is in ``exclude`` left out."""
+def transferred_schedules(database: Any, context: Any, exclude: set[int] = frozenset(),
+                          design_spaces: list[Any] | None = None) -> list[Any]:
+    """Measure candidates for ``context``'s task: the best record of every other workload in ``database`` whose
+    trace names the blocks of one of the task's ``design_spaces`` (default: generated from ``context``), replayed on
+    the task and post-processed; programs whose structural hash is in ``exclude`` left out."""
+    if design_spaces is None:
+        design_spaces = context.space_generator.generate_design_space(context.mod)
+    structures = {block_names(space.trace) for space in design_spaces}
     postprocs = list(context.space_generator.postprocs)
     seen = set(exclude)
     candidates = []
     for record in best_records_of_other_workloads(database, context.mod):
+        if block_names(record.trace) not in structures:
+            continue
         sch = replay_on(record.trace, context.mod)
         if sch is None or not all(postproc.apply(sch) for postproc in postprocs):
             continue
