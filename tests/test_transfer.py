@@ -5,7 +5,7 @@ import math
 import pytest
 
 from tlp._tvm import ms, structural_hash, tvm
-from tlp.search.transfer import block_names, fit_tiles, replay_on, transferred_schedules
+from tlp.search.transfer import fit_tiles, fits, replay_on, structure, transferred_schedules
 
 
 def test_tiles_refitted_to_a_new_extent_keep_the_inner_factors():
@@ -62,8 +62,13 @@ def test_only_traces_of_the_tasks_own_structure_are_transferred(convolutions, ho
             ms.arg_info.ArgInfo.from_prim_func(context.mod["main"])))
     transferred = transferred_schedules(database, target)
     assert len(transferred) == 1
-    assert block_names(transferred[0].sch.trace) == block_names(source.space_generator.generate_design_space(
+    assert structure(transferred[0].sch.trace) == structure(source.space_generator.generate_design_space(
         source.mod)[0].trace)
+    # A stored trace names fewer blocks than the design space (lookups of untouched blocks are dropped): it fits.
+    conv_names, _ = structure(target.space_generator.generate_design_space(target.mod)[0].trace)
+    assert fits((frozenset({"conv2d_nchw", "root"}), True), [(conv_names, True)])
+    assert not fits((frozenset({"root"}), False), [(conv_names, True)])
+    assert not fits((conv_names | {"T_add_1"}, True), [(conv_names, True)])
 
 
 def _load(names, host_platform):

@@ -11,10 +11,12 @@ task. A trace names blocks by their names and samples tile sizes for loops of it
 (``Trace.apply_to_schedule`` with a decision provider) keeps every decision but ``SamplePerfectTile``, whose tile
 sizes are mapped to the factorisation of the new extent nearest in log scale (inner tiles weigh most: they decide
 register blocking and vectorisation). Only traces of the task's own structure are replayed: the blocks they name
-must be those a design space of the task names. Without that check a trace that touches only the root block (a
-reshape's: parallel, vectorise, unroll annotations) replays on any workload and leaves a convolution unscheduled —
-and the first version, which relied on failed replays alone, measured exactly that (benchmarks/README.md). The
-task's post-processors then run on each replayed schedule as on any candidate.
+must be among those a design space of the task names (a stored trace names fewer: MetaSchedule drops the lookups of
+blocks it never touched), and they must tile a loop nest exactly when that design space does. Without that check a
+trace that touches only the root block (a reshape's: parallel, vectorise, unroll annotations) replays on any
+workload and leaves a convolution unscheduled — and the first version, which relied on failed replays alone,
+measured exactly that (benchmarks/README.md). The task's post-processors then run on each replayed schedule as on
+any candidate.
 
 Which transferred schedule to measure is the cost model's call (:class:`tlp.search.first_round.FirstRoundSearch`):
 a trained model ranks them on a task it has no measurement of, which a model learning from scratch cannot.
@@ -76,15 +78,22 @@ def replay_on(trace: Any, mod: Any) -> Any | None:
     return sch
 
 
-def block_names(trace: Any) -> frozenset[str]:
-    """The blocks a trace names (its ``GetSBlock`` instructions before post-processing): its task's structure."""
-    names = set()
+def structure(trace: Any) -> tuple[frozenset[str], bool]:
+    """The blocks a trace names (its ``GetSBlock`` instructions before post-processing) and whether it samples tile
+    sizes: what a trace of another task must match to be replayed on this one."""
+    names, tiles = set(), False
     for inst in trace.insts:
         if inst.kind.name == "EnterPostproc":
             break
         if inst.kind.name == "GetSBlock":
             names.add(str(inst.attrs[0]))
-    return frozenset(names)
+        tiles = tiles or inst.kind.name == "SamplePerfectTile"
+    return frozenset(names), tiles
+
+
+def fits(source: tuple[frozenset[str], bool], spaces: list[tuple[frozenset[str], bool]]) -> bool:
+    """Whether a trace of ``source``'s structure can schedule a task with these design-space structures."""
+    return any(source[0] <= names and source[1] == tiles for names, tiles in spaces)
 
 
 def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
@@ -104,16 +113,16 @@ def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
 def transferred_schedules(database: Any, context: Any, exclude: set[int] = frozenset(),
                           design_spaces: list[Any] | None = None) -> list[Any]:
     """Measure candidates for ``context``'s task: the best record of every other workload in ``database`` whose
-    trace names the blocks of one of the task's ``design_spaces`` (default: generated from ``context``), replayed on
-    the task and post-processed; programs whose structural hash is in ``exclude`` left out."""
+    trace :func:`fits` one of the task's ``design_spaces`` (default: generated from ``context``), replayed on the
+    task and post-processed; programs whose structural hash is in ``exclude`` left out."""
     if design_spaces is None:
         design_spaces = context.space_generator.generate_design_space(context.mod)
-    structures = {block_names(space.trace) for space in design_spaces}
+    spaces = [structure(space.trace) for space in design_spaces]
     postprocs = list(context.space_generator.postprocs)
     seen = set(exclude)
     candidates = []
     for record in best_records_of_other_workloads(database, context.mod):
-        if block_names(record.trace) not in structures:
+        if not fits(structure(record.trace), spaces):
             continue
         sch = replay_on(record.trace, context.mod)
         if sch is None or not all(postproc.apply(sch) for postproc in postprocs):
