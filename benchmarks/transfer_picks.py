@@ -8,7 +8,9 @@ picks. Prints, per task, the model's and the transferred pick's latency (weight 
 Σ weight × latency of the first round with both, with the model's picks alone and with the transferred ones alone
 (model pick where a task had none) — the question being whether the transferred place beat the model pick it took.
 
-    .venv/bin/python benchmarks/transfer_picks.py runs/s37/realistic-zen3-resnet50/resnet50/tlp-online-lr3-warm-transfer-f2-b8-seed1 \\
+    .venv/bin/python benchmarks/transfer_picks.py runs/s37/transfer/resnet50/* \\
+        runs/s36/realistic-zen3-resnet50/resnet50/tlp-online-lr3-warm-f2-b8-seed{1,2} \\
+        --report runs/s36/realistic-zen3-resnet50/resnet50/xgb-seed1/report.json \\
         --out benchmarks/results/transfer_picks_zen3_resnet50.json
 """
 
@@ -52,11 +54,14 @@ def _latency(run_secs: list[float] | None) -> float | None:
     return statistics.mean(run_secs) if run_secs and all(s < 1e9 for s in run_secs) else None
 
 
-def first_round_picks(work_dir: Path, first_round: int) -> list[dict[str, Any]]:
+def first_round_picks(work_dir: Path, first_round: int, report: Path | None = None) -> list[dict[str, Any]]:
     """Per task (in the order first measured): its first-round programs, each marked model or transferred."""
-    # A run still going has no report yet: its workload's other runs (side by side) list the same tasks.
-    reports = [work_dir / "report.json"] + sorted(work_dir.parent.glob("*/report.json"))
-    names = json.loads(next(r for r in reports if r.exists()).read_text())["tasks"]
+    # A run stopped early has no report: its workload's other runs (side by side, or --report) list the same tasks.
+    reports = [work_dir / "report.json"] + sorted(work_dir.parent.glob("*/report.json")) + ([report] if report else [])
+    found = [r for r in reports if r.exists()]
+    if not found:
+        raise SystemExit(f"{work_dir}: no report.json here or beside it; give --report of a run of the same workload")
+    names = json.loads(found[0].read_text())["tasks"]
     records = []
     for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
         try:
@@ -102,11 +107,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("work_dirs", nargs="+", type=Path)
     parser.add_argument("--first-round", type=int, default=2, help="programs per task in the first round")
+    parser.add_argument("--report", type=Path,
+                        help="report.json of a finished run of the same workload (tasks and weights) for runs "
+                             "stopped before writing theirs")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     results = {}
     for work_dir in args.work_dirs:
-        tasks = first_round_picks(work_dir, args.first_round)
+        tasks = first_round_picks(work_dir, args.first_round, args.report)
         print(f"\n{work_dir}")
         print("| task (weight) | model pick (weight × µs) | transferred pick (weight × µs) | from |")
         print("|---|---|---|---|")
