@@ -37,11 +37,9 @@ def _factorizations(extent: int, parts: int) -> tuple[tuple[int, ...], ...]:
     """Every ordered way to write ``extent`` as a product of ``parts`` positive factors."""
     if parts == 1:
         return ((extent,),)
-    out = []
-    for first in range(1, extent + 1):
-        if extent % first == 0:
-            out.extend((first,) + rest for rest in _factorizations(extent // first, parts - 1))
-    return tuple(out)
+    small = [d for d in range(1, math.isqrt(extent) + 1) if extent % d == 0]  # O(sqrt) even for a vocabulary
+    divisors = sorted(set(small + [extent // d for d in small]))
+    return tuple((first,) + rest for first in divisors for rest in _factorizations(extent // first, parts - 1))
 
 
 def fit_tiles(tiles: list[int], extent: int, max_innermost: int) -> list[int]:
