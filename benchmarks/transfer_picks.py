@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 from typing import Any
 
-from tlp.dataset.store import BadRecord, parse_record_line
+from tlp.dataset.store import BadRecord, mean_latency, parse_record_line
 from tlp.search.transfer import fit_tiles
 
 
@@ -50,10 +49,6 @@ def _is_refit_of(program: list[tuple[str, Any, Any]], source: list[tuple[str, An
     return True
 
 
-def _latency(run_secs: list[float] | None) -> float | None:
-    return statistics.mean(run_secs) if run_secs and all(s < 1e9 for s in run_secs) else None
-
-
 def first_round_picks(work_dir: Path, first_round: int, report: Path | None = None) -> list[dict[str, Any]]:
     """Per task (in the order first measured): its first-round programs, each marked model or transferred."""
     # A run stopped early has no report: its workload's other runs (side by side, or --report) list the same tasks.
@@ -68,7 +63,7 @@ def first_round_picks(work_dir: Path, first_round: int, report: Path | None = No
             workload, trace, run_secs, _, _ = parse_record_line(line)
         except BadRecord:
             continue
-        records.append((workload, _decisions(trace), _latency(run_secs)))
+        records.append((workload, _decisions(trace), mean_latency(run_secs)))
     # Workload index -> task: the report lists tasks in the tune order; the database numbers workloads as first
     # committed, which the first round does in the same order.
     order: list[int] = []
