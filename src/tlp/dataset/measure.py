@@ -223,7 +223,12 @@ class Measurer:
         """
         for pool in (self.builder.pool, getattr(self.runner, "pool", None)):
             if pool is not None:
-                pool.shutdown(wait=False)
+                try:
+                    pool.shutdown(wait=False)
+                except AttributeError:
+                    # TVM's PopenWorker.kill reads the pid of a worker process that never started (a Ctrl-C or
+                    # SIGTERM during start-up): it raised here and left `tlp collect` hanging instead of exiting.
+                    pass
 
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""
