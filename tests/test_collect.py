@@ -262,3 +262,37 @@ def test_a_task_that_breaks_is_skipped_and_the_rest_continues(tmp_path, tiny_tas
                       fast_measure, progress=False)
     assert tiny_tasks[0].name in summary.skipped_tasks and "injected failure" in summary.skipped_tasks[tiny_tasks[0].name]
     assert summary.measured == 4  # the other task was measured
+
+
+def test_shutdown_pool_kills_every_worker_when_one_kill_raises():
+    """A worker whose kill raises (TVM's race after SIGTERM during start-up) must not keep the others alive."""
+    from tvm.support.popen_pool import PopenPoolExecutor
+
+    from tlp.dataset.measure import shutdown_pool
+
+    pool = PopenPoolExecutor(max_workers=2, timeout=30)
+    pid = pool.submit(os.getpid).result()  # a function the worker process can import
+    assert _alive(pid)
+
+    class NeverStartedWorker:
+        def kill(self) -> None:
+            raise AttributeError("'NoneType' object has no attribute 'pid'")
+
+    # The broken worker comes first, so TVM's own shutdown would stop before the real one (and keep its lock).
+    pool._worker_map = {-1: NeverStartedWorker(), **pool._worker_map}
+    shutdown_pool(pool)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    assert pool._lock.acquire(timeout=1)  # released: the pool's __del__ would not deadlock
+    pool._lock.release()
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

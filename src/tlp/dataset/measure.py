@@ -223,12 +223,7 @@ class Measurer:
         """
         for pool in (self.builder.pool, getattr(self.runner, "pool", None)):
             if pool is not None:
-                try:
-                    pool.shutdown(wait=False)
-                except AttributeError:
-                    # TVM's PopenWorker.kill reads the pid of a worker process that never started (a Ctrl-C or
-                    # SIGTERM during start-up): it raised here and left `tlp collect` hanging instead of exiting.
-                    pass
+                shutdown_pool(pool)
 
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""
@@ -253,6 +248,25 @@ class Measurer:
         stats.foreign_load = None if self.config.rpc is not None else monitor.load
         _remove_artifacts(built)
         return results, stats
+
+
+def shutdown_pool(pool: PopenPoolExecutor) -> None:
+    """Kill every worker process of a TVM pool, one by one, and stop its threads without waiting.
+
+    TVM's own ``PopenPoolExecutor.shutdown`` stops at the first worker whose ``kill`` raises (after a SIGTERM during
+    start-up a worker thread can clear ``_proc`` between kill's check and its ``_proc.pid``: AttributeError) and then
+    never releases the pool's lock, so the later workers live on and the pool's ``__del__`` deadlocks on that lock:
+    ``tlp collect`` hung after SIGTERM until SIGKILL. Here one failing worker does not stop the others.
+    """
+    with pool._lock:
+        workers = list(pool._worker_map.values())
+    for worker in workers:
+        try:
+            worker.kill()
+        except (AttributeError, ImportError, OSError):
+            pass  # that worker's process is already gone or never started
+    pool._threadpool.shutdown(wait=False)
+    pool._shutdown = True  # so that __del__ does not shut it down again
 
 
 def _remove_artifacts(built: list[Any]) -> None:
