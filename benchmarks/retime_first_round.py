@@ -23,8 +23,8 @@ from typing import Any
 
 from tlp._tvm import ms
 from tlp.dataset.measure import MeasureConfig, Measurer
-from tlp.dataset.store import BadRecord, mean_latency, parse_record_line
-from tlp.evaluation.search_metrics import read_search_run
+from tlp.dataset.store import mean_latency
+from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
 from tlp.platform import host_fingerprint
 
 
@@ -35,15 +35,11 @@ def first_round_records(work_dir: Path, first_round: int) -> list[tuple[str, Any
     parsed = [ms.database.Workload.from_json(w) for w in workloads]
     seen: dict[int, int] = {}
     picks = []
-    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
-        try:
-            index, _, run_secs, _, _ = parse_record_line(line)
-        except BadRecord:
-            continue
+    for index, _, latency, line in records_in_file_order(work_dir):
         seen[index] = seen.get(index, 0) + 1
         if seen[index] <= first_round:
             record = ms.database.TuningRecord.from_json(json.loads(line)[1], parsed[index])
-            picks.append((str(workloads[index][0]), record, mean_latency(run_secs)))
+            picks.append((str(workloads[index][0]), record, latency))
     return picks
 
 

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tlp.dataset.store import BadRecord, mean_latency, parse_record_line
+from tlp.evaluation.search_metrics import records_in_file_order
 from tlp.search.transfer import fit_tiles
 
 
@@ -57,13 +57,7 @@ def first_round_picks(work_dir: Path, first_round: int, report: Path | None = No
     if not found:
         raise SystemExit(f"{work_dir}: no report.json here or beside it; give --report of a run of the same workload")
     names = json.loads(found[0].read_text())["tasks"]
-    records = []
-    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
-        try:
-            workload, trace, run_secs, _, _ = parse_record_line(line)
-        except BadRecord:
-            continue
-        records.append((workload, _decisions(trace), mean_latency(run_secs)))
+    records = [(workload, _decisions(trace), latency) for workload, trace, latency, _ in records_in_file_order(work_dir)]
     # Workload index -> task: the report lists tasks in the tune order; the database numbers workloads as first
     # committed, which the first round does in the same order.
     order: list[int] = []

@@ -159,6 +159,19 @@ def _batches_from_origins(path: Path, ids: list[str | None]
     return batches
 
 
+def records_in_file_order(work_dir: str | Path) -> list[tuple[int, Any, float | None, str]]:
+    """``(workload index, trace JSON, mean latency or None, the line)`` of each well-formed record of a tuning work
+    directory, in the order measured (damaged lines left out; ``read_search_run`` counts them)."""
+    records = []
+    for line in (Path(work_dir) / RECORDS).read_text(errors="replace").splitlines():
+        try:
+            index, trace_json, run_secs, _, _ = parse_record_line(line)
+        except BadRecord:
+            continue
+        records.append((index, trace_json, mean_latency(run_secs), line))
+    return records
+
+
 def read_search_run(work_dir: str | Path) -> SearchRun:
     """One tuning work directory's measured records with their task, search round and latency."""
     work_dir = Path(work_dir)
