@@ -449,14 +449,20 @@ def _top_k(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray, mask: 
 def metaschedule_scores(cost_model: Any, target: Any, search: SearchSet) -> np.ndarray:
     """A trained MetaSchedule cost model's scores for the pooled programs (traces replayed on their workloads)."""
     scores = np.zeros(len(search.traces), dtype=np.float64)
-    target_json = target.export()
     keys = np.array(search.task_keys)
     for key in sorted(set(search.task_keys)):
         index = np.nonzero(keys == key)[0]
-        workload = ms.database.Workload.from_json(search.workloads[key])
-        context = ms.TuneContext(workload.mod, target=target, space_generator="post-order-apply",
-                                 search_strategy="replay-trace", task_name=key, num_threads=1)
-        candidates = [ms.database.TuningRecord.from_json([search.traces[i], None, target_json, []], workload)
-                      .as_measure_candidate() for i in index]
-        scores[index] = metaschedule_predict(cost_model, context, candidates)
+        scores[index] = metaschedule_predict(cost_model, *replayed(search.workloads[key], key,
+                                                                   [search.traces[i] for i in index], target))
     return scores
+
+
+def replayed(workload_json: Any, key: str, traces: list[Any], target: Any) -> tuple[Any, list[Any]]:
+    """A TuneContext of the workload and the traces replayed on it as measure candidates, what MetaSchedule's cost
+    models score."""
+    workload = ms.database.Workload.from_json(workload_json)
+    context = ms.TuneContext(workload.mod, target=target, space_generator="post-order-apply",
+                             search_strategy="replay-trace", task_name=key, num_threads=1)
+    target_json = target.export()
+    return context, [ms.database.TuningRecord.from_json([t, None, target_json, []], workload).as_measure_candidate()
+                     for t in traces]
