@@ -31,8 +31,8 @@ from scipy.stats import spearmanr
 
 from tlp._tvm import ms, tvm
 from tlp.dataset import Dataset
-from tlp.evaluation.baselines import MetaScheduleBaseline, metaschedule_predict
-from tlp.evaluation.search_metrics import SearchRun, find_work_dirs, read_search_run, replayed
+from tlp.evaluation.baselines import MetaScheduleBaseline, metaschedule_predict, replay_candidates, replay_context
+from tlp.evaluation.search_metrics import SearchRun, find_work_dirs, read_search_run
 from tlp.features.featurizer import block_extents
 from tlp.features.tensors import load_programs
 from tlp.model.estimator import TLPModel
@@ -102,15 +102,16 @@ class XGBScorer:
     """MetaSchedule's XGBoost trained on the training split (cached in ``path``), scoring replayed traces."""
 
     def __init__(self, path: Path, dataset: Path, platform: str) -> None:
-        store = Dataset(dataset).store(platform)
+        data = Dataset(dataset)
+        store = data.store(platform)
         self.target = tvm.target.Target(store.platform.target)
         self.train_seconds = None
         if path.exists():
             self.model = ms.cost_model.XGBModel(num_warmup_samples=0, adaptive_training=False)
             self.model.load(str(path))
         else:
-            baseline = MetaScheduleBaseline("xgb", Dataset(dataset), platform)
-            train, _ = load_programs(Dataset(dataset), platform).split_by_network(set(held_out_networks()))
+            baseline = MetaScheduleBaseline("xgb", data, platform)
+            train, _ = load_programs(data, platform).split_by_network(set(held_out_networks()))
             started = time.monotonic()
             baseline.fit(train)
             self.train_seconds = time.monotonic() - started
@@ -119,7 +120,9 @@ class XGBScorer:
             self.model.save(str(path))
 
     def __call__(self, run: SearchRun, key: str, traces: list[Any]) -> np.ndarray:
-        return metaschedule_predict(self.model, *replayed(run.workloads[key], key, traces, self.target))
+        workload = ms.database.Workload.from_json(run.workloads[key])
+        return metaschedule_predict(self.model, replay_context(workload.mod, self.target, key),
+                                    replay_candidates(workload, traces, self.target))
 
 
 def pick_ratio(scores: np.ndarray, latencies: np.ndarray) -> float:

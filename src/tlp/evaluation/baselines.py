@@ -39,9 +39,7 @@ class _TaskReplay:
         self._workloads: dict[str, Any] = {}
 
     def context(self, key: str) -> Any:
-        workload = self._workload(key)
-        return ms.TuneContext(workload.mod, target=self.target, space_generator="post-order-apply",
-                              search_strategy="replay-trace", task_name=key, num_threads=1)
+        return replay_context(self._workload(key).mod, self.target, key)
 
     def _workload(self, key: str) -> Any:
         if key not in self._workloads:
@@ -49,10 +47,20 @@ class _TaskReplay:
         return self._workloads[key]
 
     def candidates(self, key: str, traces: list[Any]) -> list[Any]:
-        target_json = self.target.export()
-        workload = self._workload(key)
-        return [ms.database.TuningRecord.from_json([t, None, target_json, []], workload).as_measure_candidate()
-                for t in traces]
+        return replay_candidates(self._workload(key), traces, self.target)
+
+
+def replay_context(mod: Any, target: Any, key: str) -> Any:
+    """A TuneContext for scoring stored programs of ``mod`` with a MetaSchedule cost model (no search runs in it)."""
+    return ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="replay-trace",
+                          task_name=key, num_threads=1)
+
+
+def replay_candidates(workload: Any, traces: list[Any], target: Any) -> list[Any]:
+    """Stored traces replayed on their ``ms.database.Workload`` as the measure candidates cost models score."""
+    target_json = target.export()
+    return [ms.database.TuningRecord.from_json([t, None, target_json, []], workload).as_measure_candidate()
+            for t in traces]
 
 
 def _by_task(programs: LabeledPrograms) -> dict[str, np.ndarray]:

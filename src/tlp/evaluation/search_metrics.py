@@ -34,7 +34,7 @@ from tlp._tvm import ms
 from tlp.dataset.importer import _with_bool_annotations
 from tlp.dataset.store import BadRecord, mean_latency, parse_record_line, trace_id
 from tlp.dataset.tuning import ORIGINS, read_origins
-from tlp.evaluation.baselines import metaschedule_predict
+from tlp.evaluation.baselines import metaschedule_predict, replay_candidates, replay_context
 from tlp.features.featurizer import block_extents
 from tlp.features.tensors import LabeledPrograms
 from tlp.model.estimator import top_k_score
@@ -452,17 +452,9 @@ def metaschedule_scores(cost_model: Any, target: Any, search: SearchSet) -> np.n
     keys = np.array(search.task_keys)
     for key in sorted(set(search.task_keys)):
         index = np.nonzero(keys == key)[0]
-        scores[index] = metaschedule_predict(cost_model, *replayed(search.workloads[key], key,
-                                                                   [search.traces[i] for i in index], target))
+        workload = ms.database.Workload.from_json(search.workloads[key])
+        traces = [search.traces[i] for i in index]
+        scores[index] = metaschedule_predict(cost_model, replay_context(workload.mod, target, key),
+                                             replay_candidates(workload, traces, target))
     return scores
 
-
-def replayed(workload_json: Any, key: str, traces: list[Any], target: Any) -> tuple[Any, list[Any]]:
-    """A TuneContext of the workload and the traces replayed on it as measure candidates, what MetaSchedule's cost
-    models score."""
-    workload = ms.database.Workload.from_json(workload_json)
-    context = ms.TuneContext(workload.mod, target=target, space_generator="post-order-apply",
-                             search_strategy="replay-trace", task_name=key, num_threads=1)
-    target_json = target.export()
-    return context, [ms.database.TuningRecord.from_json([t, None, target_json, []], workload).as_measure_candidate()
-                     for t in traces]
