@@ -31,6 +31,7 @@ from scipy.stats import spearmanr
 
 from tlp._tvm import ms, tvm
 from tlp.dataset import Dataset
+from tlp.evaluation import RATIO_BINS, accuracy_by_ratio, pair_counts_by_ratio
 from tlp.evaluation.baselines import MetaScheduleBaseline, metaschedule_predict, replay_candidates, replay_context
 from tlp.evaluation.search_metrics import SearchRun, find_work_dirs, read_search_run
 from tlp.features.featurizer import block_extents
@@ -41,29 +42,6 @@ from tlp.platform import host_fingerprint
 from tlp.workloads import held_out_networks
 
 MIN_VALID = 4  # a batch with fewer valid latencies says nothing about ranking
-# Latency ratios of two programs of one batch (slower / faster) at which pairwise ordering is reported: a model's
-# "resolution" is how far apart two programs must be before it orders them right.
-RATIO_BINS = (1.0, 1.1, 1.25, 1.5, 2.0, np.inf)
-
-
-def pair_counts(scores: np.ndarray, latencies: np.ndarray) -> np.ndarray:
-    """``[bins, 2]``: per latency-ratio bin, pairs the scores order right (higher score = faster) and all pairs."""
-    valid = np.nonzero(~np.isnan(latencies))[0]
-    counts = np.zeros((len(RATIO_BINS) - 1, 2), dtype=np.int64)
-    for a_pos, a in enumerate(valid):
-        for b in valid[a_pos + 1:]:
-            fast, slow = (a, b) if latencies[a] < latencies[b] else (b, a)
-            if latencies[fast] == latencies[slow]:
-                continue
-            k = int(np.searchsorted(RATIO_BINS, latencies[slow] / latencies[fast], side="right")) - 1
-            counts[k, 0] += scores[fast] > scores[slow]
-            counts[k, 1] += 1
-    return counts
-
-
-def accuracy_by_ratio(counts: np.ndarray) -> dict[str, Any]:
-    return {f"{lo:g}-{hi:g}x": {"right": float(c[0] / c[1]) if c[1] else None, "pairs": int(c[1])}
-            for lo, hi, c in zip(RATIO_BINS[:-1], RATIO_BINS[1:], counts)}
 
 
 def batches(run: SearchRun, size: int = 0) -> list[tuple[str, list[Any], np.ndarray]]:
@@ -147,7 +125,7 @@ def score_run(run: SearchRun, size: int, scorers: dict[str, Any]) -> dict[str, A
             scores = scorer(run, key, traces)
             rho[name].append(float(spearmanr(scores[valid], -latencies[valid]).statistic))
             pick[name].append(pick_ratio(scores, latencies))
-            pairs[name] += pair_counts(scores, latencies)
+            pairs[name] += pair_counts_by_ratio(scores, latencies)
     return {"run": str(run.path), "guided_by": run.cost_model, "batch_size": size, "batches": len(rows),
             "measured_first_pick_over_best": float(np.median(first)) if first else None,
             "random_pick_over_best": float(np.median(mean)) if mean else None,

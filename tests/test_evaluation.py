@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from tlp.evaluation import evaluate, format_table, pairwise_accuracy, rank_percentiles
+from tlp.evaluation import (accuracy_by_ratio, evaluate, format_table, pair_counts_by_ratio, pairwise_accuracy,
+                            rank_percentiles)
 from tlp.features.tensors import load_programs
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
@@ -28,6 +29,23 @@ def test_pairwise_accuracy():
     groups = np.array([0, 0, 0, 1, 1])
     assert pairwise_accuracy(np.array([3.0, 2.0, 1.0, 0.0, 5.0]), latencies, groups) == 1.0
     assert pairwise_accuracy(np.array([1.0, 2.0, 3.0, 0.0, 5.0]), latencies, groups) == 0.0
+
+
+def test_pair_counts_by_ratio_bin_each_same_task_pair_by_how_far_apart_it_is():
+    # task 0: 1.0 / 1.05 / 1.3 / 3.0 ms (and a failed program); task 1: 2.0 / 2.0 (equal: no pair)
+    latencies = np.array([1.0, 1.05, 1.3, 3.0, np.nan, 2.0, 2.0])
+    groups = np.array([0, 0, 0, 0, 0, 1, 1])
+    scores = np.array([4.0, 3.0, 1.0, 2.0, 9.0, 0.0, 1.0])  # right but for 1.3 ms vs 3.0 ms (a 2.3x pair)
+    counts = pair_counts_by_ratio(scores, latencies, groups)
+    # pairs by ratio: 1.05 | 1.24 | 1.3 | none | 2.31 (1.3 vs 3.0, the wrong one), 2.86, 3.0
+    assert counts.tolist() == [[1, 1], [1, 1], [1, 1], [0, 0], [2, 3]]
+    shares = accuracy_by_ratio(counts)
+    assert shares["1-1.1x"] == {"right": 1.0, "pairs": 1} and shares["1.5-2x"]["right"] is None
+    assert shares["2-infx"]["right"] == 2 / 3
+    # subsampling a large group keeps the counts' scale bounded and the shares unchanged for a perfect model
+    many = np.exp(np.linspace(0, 3, 400))
+    capped = pair_counts_by_ratio(-many, many, max_per_group=100)
+    assert capped[:, 1].sum() == 100 * 99 // 2 and (capped[:, 0] == capped[:, 1]).all()
 
 
 def test_models_are_scored_on_the_same_test_records(collected, host_platform, small_model):

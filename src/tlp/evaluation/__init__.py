@@ -41,6 +41,39 @@ def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndar
     return correct / total if total else float("nan")
 
 
+# Latency ratios (slower / faster) at which pairwise ordering is reported: a model's "resolution" is how far apart two
+# programs of a task must be before it orders them right (benchmarks/README.md, "a resolution limit").
+RATIO_BINS = (1.0, 1.1, 1.25, 1.5, 2.0, np.inf)
+
+
+def pair_counts_by_ratio(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray | None = None,
+                         max_per_group: int = 1500, seed: int = 0) -> np.ndarray:
+    """``[bins, 2]``: per latency-ratio bin (:data:`RATIO_BINS`), the same-group pairs the scores order right
+    (higher score = faster; a tie counts as wrong) and all pairs. Programs without a latency (NaN) and pairs of equal
+    latency are left out; a group of more than ``max_per_group`` programs is subsampled (seeded) to bound memory."""
+    groups = np.zeros(len(scores), dtype=np.int64) if groups is None else np.asarray(groups)
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((len(RATIO_BINS) - 1, 2), dtype=np.int64)
+    for group in np.unique(groups):
+        index = np.nonzero((groups == group) & ~np.isnan(latencies))[0]
+        if len(index) > max_per_group:
+            index = np.sort(rng.choice(index, max_per_group, replace=False))
+        s, lat = np.asarray(scores, dtype=np.float64)[index], latencies[index]
+        faster = lat[:, None] < lat[None, :]  # each unordered pair once, from its faster program
+        ratio = lat[None, :] / np.where(faster, lat[:, None], np.inf)
+        right = faster & (s[:, None] > s[None, :])
+        bin_of = np.searchsorted(RATIO_BINS, ratio[faster], side="right") - 1
+        counts[:, 0] += np.bincount(bin_of, weights=right[faster], minlength=len(counts)).astype(np.int64)
+        counts[:, 1] += np.bincount(bin_of, minlength=len(counts))
+    return counts
+
+
+def accuracy_by_ratio(counts: np.ndarray) -> dict[str, Any]:
+    """``pair_counts_by_ratio``'s counts as ``{"1-1.1x": {"right": share, "pairs": n}, ...}``."""
+    return {f"{lo:g}-{hi:g}x": {"right": float(c[0] / c[1]) if c[1] else None, "pairs": int(c[1])}
+            for lo, hi, c in zip(RATIO_BINS[:-1], RATIO_BINS[1:], counts)}
+
+
 def rank_percentiles(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Each program's rank within its task, 0 (lowest score) to 1 (highest): comparable across models."""
     out = np.zeros(len(scores))
