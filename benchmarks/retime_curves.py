@@ -1,0 +1,188 @@
+"""Search curves with the picks re-timed: what a network would run at if the search stopped at each point.
+
+A search keeps, per task, the program with the lowest *recorded* latency, one timing of it. Timing the same
+program again (a new build, new worker processes) differs by a median 14 % on ResNet-50's kernels and 31 % on
+BERT-tiny's, 2x and more in one case of ten (``benchmarks/measurement_resolution.py``). So a task's best recorded
+latency is the minimum over noisy draws, lower the more a task was measured: the curves ``search_efficiency.py``
+draws (and the trials to XGBoost's final latency read off them) compare minima of different numbers of draws.
+
+This re-times every program that was a task's best at some point of each run (``--passes`` times, each pass with a
+fresh ``Measurer``, every run's programs in one pass, the order reversed on alternate passes so drift spreads over
+all runs), and redraws each curve with the median re-timed latency of the program the search would deploy at each
+point: Σ weight × re-timed latency of each task's best-recorded program. Fixed tasks (one program in every run) count
+with the median of all runs' re-timings. Then the ``search_efficiency.py`` summary on those curves: trials and wall
+time to XGBoost's (re-timed) final latency. Run it alone on the machine.
+
+    .venv/bin/python benchmarks/retime_curves.py runs/s36/realistic-zen3-resnet50/resnet50/* --passes 3 \\
+        --out benchmarks/results/retime_curves_zen3_resnet50.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from search_efficiency import _curve_table, _summarize
+from tlp._tvm import ms
+from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.dataset.store import mean_latency
+from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
+from tlp.platform import host_fingerprint
+from tlp.search.report import curve_points
+
+
+class RunPicks:
+    """One run's history replayed from its records: each task's best-recorded program after every batch."""
+
+    def __init__(self, work_dir: Path) -> None:
+        self.path = work_dir
+        report = json.loads((work_dir / "report.json").read_text())
+        self.model = Path(work_dir).name.rsplit("-seed", 1)[0]
+        self.seed = int(report["config"]["seed"])
+        self.trials = int(report["config"]["trials"])
+        run = read_search_run(work_dir)
+        self.weights = run.task_weights  # workload key -> weight
+        workloads = [json.loads(line) for line in (work_dir / "database_workload.json").read_text().splitlines()
+                     if line.strip()]
+        self.keys = [str(w[0]) for w in workloads]
+        self.workloads = workloads
+        self.records = records_in_file_order(work_dir)
+        # (trials, wall, {key: record position of its best so far}) after each batch, history's order
+        self.points: list[tuple[int, float, dict[str, int]]] = []
+        best: dict[str, tuple[float, int]] = {}
+        consumed, wall_offset, last_wall = 0, 0.0, 0.0
+        for line in (work_dir / "history.jsonl").read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a kill
+            if entry["wall_s"] < last_wall:
+                wall_offset += last_wall  # a resumed run starts its clock at 0 again
+            last_wall = entry["wall_s"]
+            for position in range(consumed, min(entry["trials"], len(self.records))):
+                index, _, latency, _ = self.records[position]
+                key = self.keys[index]
+                if latency is not None and (key not in best or latency < best[key][0]):
+                    best[key] = (latency, position)
+            consumed = entry["trials"]
+            if len(best) == len(self.weights):
+                self.points.append((entry["trials"], wall_offset + entry["wall_s"],
+                                    {k: p for k, (_, p) in best.items()}))
+        # the history's own curve must be the one replayed here (same records, same bests)
+        weights = [t["weight"] for t in report["tasks"]]
+        expected = curve_points(work_dir / "history.jsonl", weights)
+        replayed = self.curve(lambda p: self.records[p][2])
+        if [round(x[2], 9) for x in expected] != [round(x[2], 9) for x in replayed]:
+            raise SystemExit(f"{work_dir}: its history and records disagree; cannot replay its curve")
+
+    def picks(self) -> set[int]:
+        """Record positions that were some task's best at some point."""
+        return {p for _, _, chosen in self.points for p in chosen.values()}
+
+    def candidate(self, position: int) -> Any:
+        index, _, _, line = self.records[position]
+        workload = ms.database.Workload.from_json(self.workloads[index])
+        return ms.database.TuningRecord.from_json(json.loads(line)[1], workload).as_measure_candidate()
+
+    def curve(self, latency_of: Any) -> list[tuple[int, float, float]]:
+        return [(trials, wall, float(sum(self.weights[k] * latency_of(p) for k, p in chosen.items())))
+                for trials, wall, chosen in self.points]
+
+
+def retime_all(runs: list[RunPicks], passes: int) -> tuple[dict[tuple[int, int], list[float]], list[float]]:
+    """(run number, record position) -> its latency in each pass (None: failed), in measuring order (pass 1 in
+    this order, pass 2 reversed, ...), and each pass's seconds."""
+    target_json = json.loads((runs[0].path / "target.json").read_text())
+    jobs = [(r, p) for r, run in enumerate(runs) for p in sorted(run.picks())]
+    # interleave the runs so a slow stretch of the machine falls on all of them
+    jobs.sort(key=lambda job: (sorted(runs[job[0]].picks()).index(job[1]), job[0]))
+    candidates = [runs[r].candidate(p) for r, p in jobs]
+    timings: dict[tuple[int, int], list[float | None]] = {job: [] for job in jobs}
+    seconds = []
+    for number in range(passes):
+        order = list(range(len(jobs)))[:: -1 if number % 2 else 1]
+        started = time.monotonic()
+        measurer = Measurer(target_json, MeasureConfig())
+        try:
+            results, _ = measurer.measure([candidates[i].sch.mod for i in order],
+                                          [candidates[i].args_info for i in order])
+        finally:
+            measurer.close()
+        for i, result in zip(order, results):
+            timings[jobs[i]].append(mean_latency(result.run_secs, result.error))  # None: failed this time
+        seconds.append(time.monotonic() - started)
+        print(f"pass {number + 1}: {len(jobs)} programs in {seconds[-1]:.0f} s", flush=True)
+    return timings, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("work_dirs", nargs="+", type=Path, help="the runs of one workload (search_efficiency.py's "
+                        "work directories: MODEL-seedN)")
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--points", default="100,250,500,750", help="trial counts of the printed table")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    runs = [RunPicks(d) for d in args.work_dirs]
+    raw, seconds = retime_all(runs, args.passes)
+    timings = {job: [t for t in values if t is not None] for job, values in raw.items()}
+    # a fixed task (one program in every run) counts alike in all runs: the median of all its re-timings
+    one_program = {k for k in runs[0].weights if all(len({c[k] for _, _, c in run.points}) == 1 and
+                                                      sum(1 for i, *_ in run.records if run.keys[i] == k) == 1
+                                                      for run in runs)}
+    shared = {k: statistics.median(t for r, run in enumerate(runs) for p in {c[k] for _, _, c in run.points}
+                                   for t in timings[(r, p)]) for k in one_program}
+    results: dict[str, Any] = {"recorded": {}, "retimed": {}}
+    failed = []
+    for r, run in enumerate(runs):
+        key_of = {p: run.keys[run.records[p][0]] for p in run.picks()}
+
+        def retimed(position: int, r: int = r, key_of: dict = key_of) -> float:
+            key = key_of[position]
+            if key in shared:
+                return shared[key]
+            values = timings[(r, position)]
+            if not values:
+                failed.append(f"{runs[r].path}: record {position} no longer runs")
+                return float("nan")
+            return statistics.median(values)
+
+        for kind, latency_of in (("recorded", lambda p, run=run: run.records[p][2]), ("retimed", retimed)):
+            curve = run.curve(latency_of)
+            results[kind].setdefault(run.model, []).append({
+                "seed": run.seed, "curve": curve, "final_latency_s": curve[-1][2], "wall_s": curve[-1][1],
+                "trials": run.points[-1][0], "run": str(run.path)})
+    budget = max(run.trials for run in runs)
+    points = [int(n) for n in args.points.split(",")]
+    out = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "machine": host_fingerprint(),
+           "passes": args.passes, "pass_seconds": seconds, "programs_retimed": len(timings),
+           "fixed_tasks": sorted(shared), "failed": failed,
+           "spread": _spread(timings),
+           # every re-timed program, in pass 1's measuring order: its recorded latency and one latency per pass
+           "timings": [{"run": str(runs[r].path), "record": p, "workload": runs[r].keys[runs[r].records[p][0]],
+                        "recorded_s": runs[r].records[p][2], "passes_s": values}
+                       for (r, p), values in raw.items()]}
+    for kind in ("recorded", "retimed"):
+        summary = _summarize(results[kind], budget)
+        out[kind] = {"runs": results[kind], "summary": summary}
+        print(f"== {kind}")
+        print(json.dumps({m: {k: v for k, v in s.items() if "ratio" in k or "final" in k or "trials_to" in k}
+                          for m, s in summary.items()}, indent=1))
+        print(_curve_table({"runs": results[kind], "trials": budget}, points))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1))
+
+
+def _spread(timings: dict[tuple[int, int], list[float]]) -> dict[str, float]:
+    """Median over programs of max / min of its re-timings: how much one timing moves."""
+    ratios = [max(t) / min(t) for t in timings.values() if len(t) > 1]
+    return {"programs": len(ratios), "median_max_over_min": statistics.median(ratios) if ratios else float("nan")}
+
+
+if __name__ == "__main__":
+    main()
