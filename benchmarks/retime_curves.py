@@ -8,13 +8,16 @@ draws (and the trials to XGBoost's final latency read off them) compare minima o
 
 This re-times every program that was a task's best at some point of each run (``--passes`` times, each pass with a
 fresh ``Measurer``, every run's programs in one pass, the order reversed on alternate passes so drift spreads over
-all runs), and redraws each curve with the median re-timed latency of the program the search would deploy at each
-point: Σ weight × re-timed latency of each task's best-recorded program. Fixed tasks (one program in every run) count
-with the median of all runs' re-timings. Then the ``search_efficiency.py`` summary on those curves: trials and wall
+all runs), and redraws each curve with the re-timed latency of the program the search would deploy at each point: Σ weight ×
+re-timed latency of each task's best-recorded program, a program's re-timed latency being the minimum of its passes
+(``--estimator``; ``timing_protocol.py`` found two sets of 3 time-spread timings agreeing to ~3 % on their minima,
+~15 % on single timings). Fixed tasks (one program in every run) count with the estimate over all runs' re-timings. Then the ``search_efficiency.py`` summary on those curves: trials and wall
 time to XGBoost's (re-timed) final latency. Run it alone on the machine.
 
     .venv/bin/python benchmarks/retime_curves.py runs/s36/realistic-zen3-resnet50/resnet50/* --passes 3 \\
         --out benchmarks/results/retime_curves_zen3_resnet50.json
+    .venv/bin/python benchmarks/retime_curves.py runs/s36/realistic-zen3-resnet50/resnet50/* --estimator median \\
+        --summarize benchmarks/results/retime_curves_zen3_resnet50.json --out median.json  # redrawn, nothing measured
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from tlp.dataset.store import mean_latency
 from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
 from tlp.platform import host_fingerprint
 from tlp.search.report import curve_points
+
+
+ESTIMATORS = {"min": min, "median": statistics.median}
 
 
 class RunPicks:
@@ -126,17 +132,32 @@ def main() -> None:
                         "work directories: MODEL-seedN)")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--points", default="100,250,500,750", help="trial counts of the printed table")
+    parser.add_argument("--estimator", choices=sorted(ESTIMATORS), default="min",
+                        help="a program's re-timed latency from its passes (timing_protocol.py: the minimum of "
+                             "timings spread over time is the stablest)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--summarize", type=Path, metavar="RESULT",
+                        help="redraw the curves from an earlier result's timings (no measuring), e.g. with another "
+                             "--estimator; the work directories must be that result's runs, named alike")
     args = parser.parse_args()
     runs = [RunPicks(d) for d in args.work_dirs]
-    raw, seconds = retime_all(runs, args.passes)
+    if args.summarize:
+        stored = json.loads(args.summarize.read_text())
+        number = {str(run.path): r for r, run in enumerate(runs)}
+        raw = {(number[t["run"]], t["record"]): t["passes_s"] for t in stored["timings"]}
+        if set(raw) != {(r, p) for r, run in enumerate(runs) for p in run.picks()}:
+            raise SystemExit(f"{args.summarize}: its timings are not of these runs' picks")
+        seconds, args.passes = stored["pass_seconds"], stored["passes"]
+    else:
+        raw, seconds = retime_all(runs, args.passes)
     timings = {job: [t for t in values if t is not None] for job, values in raw.items()}
+    estimate = ESTIMATORS[args.estimator]
     # a fixed task (one program in every run) counts alike in all runs: the median of all its re-timings
     one_program = {k for k in runs[0].weights if all(len({c[k] for _, _, c in run.points}) == 1 and
                                                       sum(1 for i, *_ in run.records if run.keys[i] == k) == 1
                                                       for run in runs)}
-    shared = {k: statistics.median(t for r, run in enumerate(runs) for p in {c[k] for _, _, c in run.points}
-                                   for t in timings[(r, p)]) for k in one_program}
+    shared = {k: estimate([t for r, run in enumerate(runs) for p in {c[k] for _, _, c in run.points}
+                           for t in timings[(r, p)]]) for k in one_program}
     results: dict[str, Any] = {"recorded": {}, "retimed": {}}
     failed = []
     for r, run in enumerate(runs):
@@ -150,7 +171,7 @@ def main() -> None:
             if not values:
                 failed.append(f"{runs[r].path}: record {position} no longer runs")
                 return float("nan")
-            return statistics.median(values)
+            return estimate(values)
 
         for kind, latency_of in (("recorded", lambda p, run=run: run.records[p][2]), ("retimed", retimed)):
             curve = run.curve(latency_of)
@@ -160,7 +181,7 @@ def main() -> None:
     budget = max(run.trials for run in runs)
     points = [int(n) for n in args.points.split(",")]
     out = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "machine": host_fingerprint(),
-           "passes": args.passes, "pass_seconds": seconds, "programs_retimed": len(timings),
+           "passes": args.passes, "pass_seconds": seconds, "estimator": args.estimator, "programs_retimed": len(timings),
            "fixed_tasks": sorted(shared), "failed": failed,
            "spread": _spread(timings),
            # every re-timed program, in pass 1's measuring order: its recorded latency and one latency per pass
