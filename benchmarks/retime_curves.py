@@ -104,9 +104,10 @@ def retime_all(runs: list[RunPicks], passes: int) -> tuple[dict[tuple[int, int],
     """(run number, record position) -> its latency in each pass (None: failed), in measuring order (pass 1 in
     this order, pass 2 reversed, ...), and each pass's seconds."""
     target_json = json.loads((runs[0].path / "target.json").read_text())
+    # interleave the runs (each run's k-th pick side by side) so a slow stretch of the machine falls on all of them
     jobs = [(r, p) for r, run in enumerate(runs) for p in sorted(run.picks())]
-    # interleave the runs so a slow stretch of the machine falls on all of them
-    jobs.sort(key=lambda job: (sorted(runs[job[0]].picks()).index(job[1]), job[0]))
+    rank = {(r, p): k for r, run in enumerate(runs) for k, p in enumerate(sorted(run.picks()))}
+    jobs.sort(key=lambda job: (rank[job], job[0]))
     candidates = [runs[r].candidate(p) for r, p in jobs]
     timings: dict[tuple[int, int], list[float | None]] = {job: [] for job in jobs}
     seconds = []
