@@ -184,7 +184,7 @@ def main() -> None:
     out = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "machine": host_fingerprint(),
            "passes": args.passes, "pass_seconds": seconds, "estimator": args.estimator, "programs_retimed": len(timings),
            "fixed_tasks": sorted(shared), "failed": failed,
-           "spread": _spread(timings),
+           "spread": _spread(raw, runs, estimate),
            # every re-timed program, in pass 1's measuring order: its recorded latency and one latency per pass
            "timings": [{"run": str(runs[r].path), "record": p, "workload": runs[r].keys[runs[r].records[p][0]],
                         "recorded_s": runs[r].records[p][2], "passes_s": values}
@@ -200,11 +200,17 @@ def main() -> None:
     args.out.write_text(json.dumps(out, indent=1))
 
 
-def _spread(timings: dict[tuple[int, int], list[float]]) -> dict[str, float]:
-    """Median over programs of max / min of its re-timings: how much one timing moves."""
-    ratios = [max(t) / min(t) for t in timings.values() if len(t) > 1]
-    return {"programs": len(ratios), "median_max_over_min": statistics.median(ratios) if ratios else float("nan")}
-
+def _spread(raw: dict[tuple[int, int], list[float | None]], runs: list[RunPicks], estimate: Any) -> dict[str, Any]:
+    """How much one timing moves: per program, max / min of its re-timings (median over programs); per pass, the
+    median over programs of that pass's timing / the median of the other passes' (1.00: no drift of a whole pass); and the median of recorded / re-timed latency of the picks (below 1: the search kept lucky timings)."""
+    complete = {job: t for job, t in raw.items() if t and all(t)}
+    ratios = [max(t) / min(t) for t in complete.values() if len(t) > 1]
+    passes = len(next(iter(complete.values()), []))
+    recorded = [runs[r].records[p][2] / estimate(t) for (r, p), t in complete.items() if runs[r].records[p][2]]
+    return {"programs": len(ratios), "median_max_over_min": statistics.median(ratios) if ratios else float("nan"),
+            "pass_over_other_passes": [statistics.median(t[k] / statistics.median(t[:k] + t[k + 1:])
+                                                         for t in complete.values()) for k in range(passes)],
+            "recorded_over_retimed_median": statistics.median(recorded) if recorded else float("nan")}
 
 if __name__ == "__main__":
     main()
