@@ -1,7 +1,7 @@
 """Search curves with the picks re-timed: what a network would run at if the search stopped at each point.
 
 A search keeps, per task, the program with the lowest *recorded* latency, one timing of it. Timing the same
-program again (a new build, new worker processes) differs by a median 14 % on ResNet-50's kernels and 31 % on
+program again (a new build, new worker processes) differs by a median 15 % on ResNet-50's kernels and 37 % on
 BERT-tiny's, 2x and more in one case of ten (``benchmarks/measurement_resolution.py``). So a task's best recorded
 latency is the minimum over noisy draws, lower the more a task was measured: the curves ``search_efficiency.py``
 draws (and the trials to XGBoost's final latency read off them) compare minima of different numbers of draws.
@@ -11,7 +11,7 @@ fresh ``Measurer``, every run's programs in one pass, the order reversed on alte
 all runs), and redraws each curve with the re-timed latency of the program the search would deploy at each point: Σ weight ×
 re-timed latency of each task's best-recorded program, a program's re-timed latency being the minimum of its passes
 (``--estimator``; ``timing_protocol.py`` found two sets of 3 time-spread timings agreeing to ~3 % on their minima,
-~15 % on single timings). Fixed tasks (one program in every run) count with the estimate over all runs' re-timings. Then the ``search_efficiency.py`` summary on those curves: trials and wall
+~17 % on single timings). Fixed tasks (one program in every run) count with the estimate over all runs' re-timings. Then the ``search_efficiency.py`` summary on those curves: trials and wall
 time to XGBoost's (re-timed) final latency. Run it alone on the machine.
 
     .venv/bin/python benchmarks/retime_curves.py runs/s36/realistic-zen3-resnet50/resnet50/* --passes 3 \\

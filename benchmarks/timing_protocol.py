@@ -1,6 +1,6 @@
 """How should a program be timed on a shared machine? Timing spread, and which estimator two timing sets agree on.
 
-``retime_curves.py`` found two fresh timings of one program differing by a median 14-31 % on a 2-core VM, while the
+``retime_curves.py`` found two fresh timings of one program differing by a median 15-37 % on a 2-core VM, while the
 3 repeats inside one timing agree to ~5 %. This takes programs of a ``retime_curves.py`` result (the ``--noisiest``
 programs with the largest spread there, and as many others, seeded), times each of them ``--passes`` times per
 variant (a variant: environment settings for TVM's runtime in the measuring processes, e.g. ``TVM_BIND_THREADS=0``;
