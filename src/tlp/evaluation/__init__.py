@@ -31,14 +31,9 @@ from tlp.platform import METASCHEDULE_FORMAT
 
 def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray) -> float:
     """Share of same-task pairs with different latencies that the scores order correctly (faster = higher)."""
-    correct = total = 0
-    for group in np.unique(groups):
-        index = np.nonzero(groups == group)[0]
-        s, lat = scores[index], latencies[index]
-        faster = lat[:, None] < lat[None, :]
-        total += int(faster.sum())
-        correct += int((faster & (s[:, None] > s[None, :])).sum())
-    return correct / total if total else float("nan")
+    counts = pair_counts_by_ratio(scores, latencies, groups, max_per_group=len(scores))
+    total = int(counts[:, 1].sum())
+    return int(counts[:, 0].sum()) / total if total else float("nan")
 
 
 # Latency ratios (slower / faster) at which pairwise ordering is reported: a model's "resolution" is how far apart two
