@@ -34,7 +34,7 @@ import numpy as np
 
 from batch_ranking import TLPScorer, XGBScorer, batches
 from tlp._tvm import ms, tvm
-from tlp.dataset.measure import MeasureConfig, Measurer
+from tlp.dataset.measure import time_once
 from tlp.dataset.store import mean_latency
 from tlp.evaluation import RATIO_BINS, accuracy_by_ratio, pair_counts_by_ratio
 from tlp.evaluation.baselines import replay_candidates
@@ -58,22 +58,15 @@ def time_pass(picked: list[tuple[SearchRun, str, list[Any], np.ndarray]], target
     """One timing of every picked batch's programs in a fresh Measurer: per batch, the latencies (NaN: failed)."""
     tvm_target = tvm.target.Target(target)
     order = list(range(len(picked)))[::-1] if reverse else list(range(len(picked)))
-    mods, infos, owner = [], [], []
+    candidates, owner = [], []
     for b in order:
         run, key, traces, _ = picked[b]
         workload = ms.database.Workload.from_json(run.workloads[key])
         for candidate in replay_candidates(workload, traces, tvm_target):
-            mods.append(candidate.sch.mod)
-            infos.append(candidate.args_info)
+            candidates.append(candidate)
             owner.append(b)
-    measurer = Measurer(target, MeasureConfig())
-    try:
-        results, _ = measurer.measure(mods, infos)
-    finally:
-        measurer.close()
     out: list[list[float]] = [[] for _ in picked]
-    for b, result in zip(owner, results):
-        latency = mean_latency(result.run_secs, result.error)
+    for b, latency in zip(owner, time_once(target, candidates)):
         out[b].append(np.nan if latency is None else latency)
     return [np.array(x) for x in out]
 

@@ -32,8 +32,7 @@ from typing import Any
 
 from search_efficiency import _curve_table, _summarize
 from tlp._tvm import ms
-from tlp.dataset.measure import MeasureConfig, Measurer
-from tlp.dataset.store import mean_latency
+from tlp.dataset.measure import time_once
 from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
 from tlp.platform import host_fingerprint
 from tlp.search.report import curve_points
@@ -114,14 +113,8 @@ def retime_all(runs: list[RunPicks], passes: int) -> tuple[dict[tuple[int, int],
     for number in range(passes):
         order = list(range(len(jobs)))[:: -1 if number % 2 else 1]
         started = time.monotonic()
-        measurer = Measurer(target_json, MeasureConfig())
-        try:
-            results, _ = measurer.measure([candidates[i].sch.mod for i in order],
-                                          [candidates[i].args_info for i in order])
-        finally:
-            measurer.close()
-        for i, result in zip(order, results):
-            timings[jobs[i]].append(mean_latency(result.run_secs, result.error))  # None: failed this time
+        for i, latency in zip(order, time_once(target_json, [candidates[i] for i in order])):
+            timings[jobs[i]].append(latency)  # None: failed this time
         seconds.append(time.monotonic() - started)
         print(f"pass {number + 1}: {len(jobs)} programs in {seconds[-1]:.0f} s", flush=True)
     return timings, seconds

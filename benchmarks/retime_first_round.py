@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tlp._tvm import ms
-from tlp.dataset.measure import MeasureConfig, Measurer
-from tlp.dataset.store import mean_latency
+from tlp.dataset.measure import time_once
 from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
 from tlp.platform import host_fingerprint
 
@@ -46,14 +45,10 @@ def first_round_records(work_dir: Path, first_round: int) -> list[tuple[str, Any
 def retime(work_dir: Path, first_round: int) -> dict[str, Any]:
     weights = read_search_run(work_dir).task_weights
     picks = first_round_records(work_dir, first_round)
-    measurer = Measurer(json.loads((work_dir / "target.json").read_text()), MeasureConfig())
-    try:
-        results, _ = measurer.measure([r.as_measure_candidate().sch.mod for _, r, _ in picks],
-                                      [r.args_info for _, r, _ in picks])
-    finally:
-        measurer.close()
-    rows = [{"workload": key, "recorded_s": recorded, "retimed_s": mean_latency(result.run_secs, result.error)}
-            for (key, _, recorded), result in zip(picks, results)]
+    latencies = time_once(json.loads((work_dir / "target.json").read_text()),
+                          [r.as_measure_candidate() for _, r, _ in picks])
+    rows = [{"workload": key, "recorded_s": recorded, "retimed_s": latency}
+            for (key, _, recorded), latency in zip(picks, latencies)]
     ratios = [r["recorded_s"] / r["retimed_s"] for r in rows if r["recorded_s"] and r["retimed_s"]]
 
     def weighted_best(field: str) -> float:

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from retime_curves import RunPicks
-from tlp.dataset.measure import MeasureConfig, Measurer
-from tlp.dataset.store import mean_latency
+from tlp.dataset.measure import time_once
 from tlp.platform import host_fingerprint
 
 MIN_LATENCY_S = 1e-5  # programs faster than this (reshapes) are timer noise, not kernels
@@ -81,16 +80,12 @@ def main() -> None:
         for variant in variants:
             before = _with_env(variant)
             try:
-                measurer = Measurer(target, MeasureConfig())
-                try:
-                    results, _ = measurer.measure([c.sch.mod for c in candidates], [c.args_info for c in candidates])
-                finally:
-                    measurer.close()
+                latencies = time_once(target, candidates)
             finally:
                 os.environ.clear()
                 os.environ.update(before)
-            for row, measured in zip(timings[variant], results):
-                row.append(mean_latency(measured.run_secs, measured.error))
+            for row, latency in zip(timings[variant], latencies):
+                row.append(latency)
             print(f"pass {number + 1} {variant or 'default'}", flush=True)
     summary = {}
     for variant, rows in timings.items():

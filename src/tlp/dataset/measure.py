@@ -22,6 +22,7 @@ from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tlp import TLPError
 from tlp._tvm import alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms, tvm
+from tlp.dataset.store import mean_latency
 
 
 def limit_runtime_threads(threads: int) -> None:
@@ -248,6 +249,22 @@ class Measurer:
         stats.foreign_load = None if self.config.rpc is not None else monitor.load
         _remove_artifacts(built)
         return results, stats
+
+
+def time_once(target: dict[str, Any], candidates: list[Any], config: MeasureConfig | None = None) -> list[float | None]:
+    """Each candidate's latency (seconds, ``None``: failed) from one timing in a fresh :class:`Measurer`.
+
+    ``candidates``: MetaSchedule measure candidates (``.sch.mod``, ``.args_info``), e.g. stored records replayed.
+    A fresh Measurer (new builder and runner processes) per call is the point: re-timing a program in the process
+    that timed it before would repeat that moment's state; callers that want several time-spread timings call this
+    once per pass.
+    """
+    measurer = Measurer(target, config)
+    try:
+        results, _ = measurer.measure([c.sch.mod for c in candidates], [c.args_info for c in candidates])
+    finally:
+        measurer.close()
+    return [mean_latency(r.run_secs, r.error) for r in results]
 
 
 def shutdown_pool(pool: PopenPoolExecutor) -> None:
