@@ -57,6 +57,10 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # (tlp.search.transfer), the model's best-scored one: ResNet-50's tasks repeat one structure at many shapes
           "tlp-online-lr3-warm-transfer": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                online_min_task_measurements=3, first_round_transferred=1),
+          # the same, the next batch for the task furthest above the best throughput reached (tlp.search.scheduler.
+          # HeadroomScheduler): the gradient rule keeps feeding heavy tasks that are already fast
+          "tlp-online-lr3-warm-headroom": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                               online_min_task_measurements=3, task_scheduler="headroom"),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
           # measured worse programs than those it ranks first among everything the runs found, so more candidates

@@ -6,7 +6,7 @@ from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms
 from tlp.dataset.measure import Measurer
-from tlp.search.scheduler import RecordingGradientScheduler
+from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler
 from tlp.search.task_profile import design_space_decisions
 from tlp.workloads import load_tasks
 
@@ -99,6 +99,34 @@ def test_metaschedule_gradient_scheduler_records_the_first_round_only_at_its_end
     # every task's first batch was built and run (a Ctrl-C or kill inside that round loses all of them).
     seen, _ = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "theirs", "gradient", 3 * TRIALS_PER_ITER)
     assert seen[0][1] == len(tiny_tasks)
+
+
+def test_headroom_sends_the_next_batch_to_the_task_furthest_from_the_best_throughput():
+    """Equal weights and latencies: the gradient rule cannot tell the tasks apart; the headroom rule prefers the one
+    running at a quarter of the throughput another task reached, over the one at it, and counts a task without
+    flops (a reshape) with its whole latency."""
+    scheduler = HeadroomScheduler(flops=[4e9, 1e9, 0.0], seed=0)._inst  # pylint: disable=protected-access
+    scheduler.best_ms = [[10.0], [10.0], [3.0]]  # task 0 at 400 GFLOPS (the peak), task 1 at 100
+    priorities = [scheduler._gradient(i, 1.0) for i in range(3)]  # pylint: disable=protected-access
+    assert priorities[0] == pytest.approx(0.0) and priorities[1] == pytest.approx(10.0 - 2.5)
+    assert priorities[2] == pytest.approx(3.0)
+    # per batch had: the same gap after four batches counts a quarter
+    scheduler.best_ms[1] = [12.0, 11.0, 10.5, 10.0]
+    assert scheduler._gradient(1, 1.0) == pytest.approx(7.5 / 4)  # pylint: disable=protected-access
+    assert scheduler._gradient(1, 2.0) == pytest.approx(2 * 7.5 / 4)  # pylint: disable=protected-access
+    scheduler.best_ms[0] = []  # no valid program yet: skipped, as the gradient rule does
+    assert scheduler._gradient(0, 1.0) == -1e9  # pylint: disable=protected-access
+
+
+def test_headroom_scheduler_tunes_real_tasks_recording_every_batch(tmp_path, tiny_tasks, host_platform, fast_measure):
+    trials = 4 * TRIALS_PER_ITER
+    flops = [task.flops for task in tiny_tasks]
+    assert flops[0] > 0
+    seen, database = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "headroom",
+                           HeadroomScheduler(flops=flops, seed=0), trials)
+    assert [builds for _, builds in seen] == list(range(1, len(seen) + 1))
+    assert [task for task, _ in seen][:2] == [0, 1]
+    assert len(database.get_all_tuning_records()) == trials
 
 
 def test_a_one_program_task_ends_once_its_program_is_measured(tmp_path, host_platform, fast_measure):

@@ -455,7 +455,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         first_round_transferred=args.first_round_transferred or 0,
-                        cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
+                        task_scheduler=args.task_scheduler, cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
@@ -677,6 +677,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="of the first round's places per task, K go to other tasks' best measured schedules "
                                 "replayed on it (tile sizes refitted), the cost model's best-scored ones: a network's "
                                 "tasks repeat one structure at many shapes")
+    tune_verb.add_argument("--task-scheduler", choices=["gradient", "headroom"], default="gradient",
+                           help="which task gets the next batch: MetaSchedule's gradient rule (default), or headroom: "
+                                "the task whose weighted latency is furthest above what it would run at the best "
+                                "throughput (flops/s) any task has reached, per batch it has had")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")
     tune_verb.add_argument("--online-steps", type=int, default=0,

@@ -37,13 +37,14 @@ from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
 from tlp.search.first_round import FirstRoundSearch
-from tlp.search.scheduler import RecordingGradientScheduler, records_by_task
+from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler, records_by_task
 from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
 from tlp.search.sources import Tunable
 from tlp.workloads.task import Task
 
 COST_MODELS = ("tlp", "tlp+xgb", "xgb", "mlp", "random")
+TASK_SCHEDULERS = ("gradient", "headroom")
 
 
 class TuneInterrupted(TLPError):
@@ -65,6 +66,9 @@ class TuneConfig:
     # Of those, how many are other tasks' best schedules replayed on the task (tlp.search.transfer), the cost model's
     # best-scored ones; needs a first round smaller than a batch.
     first_round_transferred: int = 0
+    # Which task gets the next batch: MetaSchedule's gradient rule, or each task's distance from the best throughput
+    # the run has reached (tlp.search.scheduler.HeadroomScheduler).
+    task_scheduler: str = "gradient"
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
@@ -214,6 +218,17 @@ def _search_strategy(config: TuneConfig) -> Any:
     return ms.search_strategy.EvolutionarySearch(population_size=config.population)
 
 
+def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[int],
+                    best_s: list[float | None]) -> Any:
+    settings = dict(seed=config.seed, trials_per_task=config.trials_per_task, measured_before=done_per_task,
+                    best_ms_before=[b * 1e3 if b is not None else None for b in best_s])
+    if config.task_scheduler == "gradient":
+        return RecordingGradientScheduler(**settings)
+    if config.task_scheduler == "headroom":
+        return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], **settings)
+    raise TLPError(f"unknown task scheduler {config.task_scheduler!r}; choose among {', '.join(TASK_SCHEDULERS)}")
+
+
 def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], list[float | None]]:
     """Trials already stored per task and the best latency among them (a re-run continues from these)."""
     counts: list[int] = []
@@ -263,10 +278,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
                                    runner=measurer.runner, database=database, cost_model=cost_model,
                                    measure_callbacks=callbacks,
-                                   task_scheduler=RecordingGradientScheduler(
-                                       seed=config.seed, trials_per_task=config.trials_per_task,
-                                       measured_before=done_per_task,
-                                       best_ms_before=[b * 1e3 if b is not None else None for b in best]))
+                                   task_scheduler=_task_scheduler(config, tunable, done_per_task, best))
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         finally:
