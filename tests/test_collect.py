@@ -301,3 +301,25 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_time_once_times_each_candidate_in_a_fresh_measurer_and_leaves_no_workers(tiny_tasks, host_platform,
+                                                                                 fast_measure):
+    import psutil
+
+    from tlp.dataset.measure import time_once
+
+    task = tiny_tasks[0]
+    target = tvm.target.Target(host_platform.target)
+    spaces = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
+                            num_threads=1).space_generator.generate_design_space(task.mod)
+    candidates = [ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+                  for sch in spaces[:2]]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    latencies = time_once(host_platform.target, candidates, fast_measure)
+    assert len(latencies) == len(candidates)
+    assert all(latency is not None and 0 < latency < 1 for latency in latencies)
+    # its builder and runner processes are gone: a second timing would start from a fresh state
+    time.sleep(0.5)
+    assert {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE} <= before
