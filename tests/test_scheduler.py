@@ -216,3 +216,23 @@ def test_a_small_first_round_then_full_batches_without_measuring_twice(tmp_path,
                            for a, b in zip([batches[-1]] + resumed, resumed))
     assert unnamed in logging.getLogger("tvm.s_tir.meta_schedule").handlers
     logging.getLogger("tvm.s_tir.meta_schedule").removeHandler(unnamed)
+
+
+def test_a_resumed_run_continues_each_tasks_batch_history_from_its_log(tmp_path):
+    """Resuming, the rule sees each task's best after each earlier batch (as an unbroken run would), read from
+    tune's history.jsonl; a line cut by a kill is skipped, and a task whose log does not end at the database's best
+    (records from elsewhere) starts from that best alone."""
+    import json
+
+    from tlp.search.scheduler import _continued, batch_histories
+
+    log = tmp_path / "history.jsonl"
+    lines = [{"trials": 4, "wall_s": 1.0, "task": 0, "best_s": [0.002, None]},
+             {"trials": 8, "wall_s": 2.0, "task": 1, "best_s": [0.002, 0.001]},
+             {"trials": 12, "wall_s": 3.0, "task": 0, "best_s": [0.0015, 0.001]}]
+    log.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"trials": 16, "wall_s": 4.0, "ta')
+    histories = batch_histories(log, 2)
+    assert histories == [pytest.approx([2.0, 1.5]), pytest.approx([1.0])]
+    assert batch_histories(tmp_path / "absent.jsonl", 2) == [[], []]
+    assert _continued(histories[0], 1.5) == histories[0]
+    assert _continued(histories[0], 1.2) == [1.2] and _continued([], 1.0) == [1.0] and _continued([3.0], None) == []

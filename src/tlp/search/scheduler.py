@@ -13,7 +13,8 @@ A side effect, wanted: in the first round the cost model is updated after every 
 the whole round, so later tasks of that round already see a model trained on the earlier ones.
 
 A resumed run (trials already in the database) continues rather than starting over: a task measured before keeps
-its best latency as its history and gets no first-round batch (MetaSchedule would send every task one more batch,
+its history (its best latency after each earlier batch, from the run's ``history.jsonl``; just its best when the
+records came from elsewhere) and gets no first-round batch (MetaSchedule would send every task one more batch,
 ~1,000 trials on MobileNetV2 at batches of 32), and the cost model first learns from the stored measurements
 (MetaSchedule's starts untrained, so a resumed search ran as if blind).
 
@@ -26,8 +27,10 @@ two-hour run with nothing measured.
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
+from pathlib import Path
 from typing import Any
 
 from tvm.ir.utils import derived_object
@@ -47,6 +50,33 @@ def records_by_task(database: Any, mods: list[Any]) -> list[list[Any]]:
     return [by_key.get(str(ms.utils.shash2hex(mod)), []) for mod in mods]
 
 
+def _continued(history: list[float], best: float | None) -> list[float]:
+    """A resumed task's history: the logged one when it ends at the database's best, else just that best."""
+    if best is None:
+        return []
+    if history and abs(history[-1] - best) <= 1e-6 * best:
+        return history
+    return [best]
+
+
+def batch_histories(history_path: str | Path, tasks: int) -> list[list[float]]:
+    """Each task's best latency (ms) after each of its batches, from a tuning run's ``history.jsonl`` (one line
+    per measured batch: the task and every task's best in seconds; lines cut by a kill are skipped)."""
+    histories: list[list[float]] = [[] for _ in range(tasks)]
+    path = Path(history_path)
+    if not path.exists():
+        return histories
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+            task, best = int(entry["task"]), entry["best_s"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if 0 <= task < tasks and len(best) == tasks:
+            histories[task].append(best[task] * 1e3 if best[task] is not None else _NO_LATENCY_MS)
+    return histories
+
+
 def run_ms(result: Any) -> float:
     """A runner result's median run time in ms, as MetaSchedule scores a trial (failures: 1e9)."""
     if result.error_msg is not None or not result.run_secs:
@@ -64,8 +94,12 @@ class RecordingGradientScheduler(ms.task_scheduler.PyTaskScheduler):
     """
 
     def __init__(self, alpha: float = 0.2, window_size: int = 3, seed: int = 0, trials_per_task: int | None = None,
-                 measured_before: list[int] | None = None, best_ms_before: list[float | None] | None = None) -> None:
+                 measured_before: list[int] | None = None, best_ms_before: list[float | None] | None = None,
+                 history_ms_before: list[list[float]] | None = None) -> None:
         super().__init__()
+        # A resumed run: each task's best latency after each of its earlier batches (tune's history.jsonl), so the
+        # rule continues as in an unbroken run; a task without one (records from elsewhere) starts from its best.
+        self.history_ms_before = [list(h) for h in history_ms_before or []]
         # MetaSchedule's per-task cap is one number per run; a resumed run's tasks have measured different
         # amounts before, so each task is also ended here once its own total (earlier runs + this one) is reached.
         self.trials_per_task = trials_per_task
@@ -84,7 +118,9 @@ class RecordingGradientScheduler(ms.task_scheduler.PyTaskScheduler):
         if not self.best_ms:
             self.measured += [0] * (len(tasks) - len(self.measured))
             self.best_ms_before += [None] * (len(tasks) - len(self.best_ms_before))
-            self.best_ms = [[best] if best is not None else [] for best in self.best_ms_before]
+            self.history_ms_before += [[]] * (len(tasks) - len(self.history_ms_before))
+            self.best_ms = [_continued(history, best) for history, best in zip(self.history_ms_before,
+                                                                               self.best_ms_before)]
             self._learn_from_database(tasks)
         self._join_finished(tasks, wait_all=False)
         while self.round_robin < len(tasks):

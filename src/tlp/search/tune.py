@@ -37,7 +37,7 @@ from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
 from tlp.search.first_round import FirstRoundSearch
-from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler, records_by_task
+from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler, batch_histories, records_by_task
 from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
 from tlp.search.sources import Tunable
@@ -218,10 +218,11 @@ def _search_strategy(config: TuneConfig) -> Any:
     return ms.search_strategy.EvolutionarySearch(population_size=config.population)
 
 
-def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[int],
-                    best_s: list[float | None]) -> Any:
+def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[int], best_s: list[float | None],
+                    work_dir: Path) -> Any:
     settings = dict(seed=config.seed, trials_per_task=config.trials_per_task, measured_before=done_per_task,
-                    best_ms_before=[b * 1e3 if b is not None else None for b in best_s])
+                    best_ms_before=[b * 1e3 if b is not None else None for b in best_s],
+                    history_ms_before=batch_histories(work_dir / "history.jsonl", len(tunable.tasks)))
     if config.task_scheduler == "gradient":
         return RecordingGradientScheduler(**settings)
     if config.task_scheduler == "headroom":
@@ -278,7 +279,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
                                    runner=measurer.runner, database=database, cost_model=cost_model,
                                    measure_callbacks=callbacks,
-                                   task_scheduler=_task_scheduler(config, tunable, done_per_task, best))
+                                   task_scheduler=_task_scheduler(config, tunable, done_per_task, best, work_dir))
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         finally:
