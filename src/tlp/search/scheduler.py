@@ -220,9 +220,9 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
 
     an empirical roofline: ``peak`` is what this machine has shown it can do on this network's kernels, so a task
     at it has nothing left to gain, a task at half of it half its latency. Tasks without flops (reshapes, pooling)
-    count with their whole latency, as in the gradient rule. Replayed over the measured sequences of four
-    1,000-trial TLP runs (ResNet-50, MobileNetV2; benchmarks/README.md), it reached the XGBoost runs' final latency
-    in fewer trials than the gradient rule in three of the four.
+    count with their whole latency, as in the gradient rule. On ResNet-50 at 1,000 trials it reached XGBoost's
+    final latency in 1.3-1.8x fewer trials than the gradient rule (benchmarks/README.md, "a headroom task
+    scheduler").
     """
 
     def __init__(self, flops: list[float], **kwargs: Any) -> None:
