@@ -123,9 +123,11 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert (work / "database_tuning_record.json").exists() and (work / "curve.png").exists()
     assert report["compiled"] and report["compiled"][0].endswith(".so")
     assert report["candidates_scored"] >= 8 and report["cost_model_time_s"]["network"] > 0
-    again = _tune(common + ["--trials", "16", "--json"])
+    # resumed with the headroom task rule: it continues the task's batch history from history.jsonl
+    again = _tune(common + ["--trials", "16", "--task-scheduler", "headroom", "--json"])
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["trials"] == 16  # continued: 8 stored + 8 new, not 16 new
+    assert json.loads(again.stdout)["config"]["task_scheduler"] == "headroom"
     lines = (work / "database_tuning_record.json").read_text().splitlines()
     assert len(lines) == 16
 
