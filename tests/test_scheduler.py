@@ -236,3 +236,14 @@ def test_a_resumed_run_continues_each_tasks_batch_history_from_its_log(tmp_path)
     assert batch_histories(tmp_path / "absent.jsonl", 2) == [[], []]
     assert _continued(histories[0], 1.5) == histories[0]
     assert _continued(histories[0], 1.2) == [1.2] and _continued([], 1.0) == [1.0] and _continued([3.0], None) == []
+
+
+def test_an_unknown_task_scheduler_is_refused_before_anything_is_measured(tmp_path, tiny_tasks, host_platform):
+    from tlp import TLPError
+    from tlp.search.sources import Tunable
+    from tlp.search.tune import TuneConfig, tune
+
+    with pytest.raises(TLPError, match="unknown task scheduler 'roundrobin'; choose among gradient, headroom"):
+        tune(Tunable("tiny", list(tiny_tasks)), host_platform.target, tmp_path / "w",
+             TuneConfig(task_scheduler="roundrobin", compile=False))
+    assert not (tmp_path / "w" / "database_tuning_record.json").exists()

@@ -225,9 +225,7 @@ def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[in
                     history_ms_before=batch_histories(work_dir / "history.jsonl", len(tunable.tasks)))
     if config.task_scheduler == "gradient":
         return RecordingGradientScheduler(**settings)
-    if config.task_scheduler == "headroom":
-        return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], **settings)
-    raise TLPError(f"unknown task scheduler {config.task_scheduler!r}; choose among {', '.join(TASK_SCHEDULERS)}")
+    return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], **settings)
 
 
 def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], list[float | None]]:
@@ -247,6 +245,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     work_dir.mkdir(parents=True, exist_ok=True)
     if not tunable.tasks:
         raise TLPError(f"{tunable.name}: no tunable tasks (nothing to schedule)")
+    if config.task_scheduler not in TASK_SCHEDULERS:  # before anything is built or measured
+        raise TLPError(f"unknown task scheduler {config.task_scheduler!r}; choose among {', '.join(TASK_SCHEDULERS)}")
     target = tvm.target.Target(target_json)
     _check_database_target(work_dir, target_json)
     database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
