@@ -141,13 +141,12 @@ TEACHER_SCORES = "teacher_scores.npy"
 def _search_set(dataset_path: str, platform: str, networks: list[str], run_paths: list[str]) -> Any:
     """The runs' programs pooled as ``tlp eval --search-runs`` pools them (no training record scored)."""
     # pylint: disable=import-outside-toplevel
-    from tlp.dataset.store import Dataset, trace_id
+    from tlp.dataset.store import Dataset
     from tlp.evaluation import search_metrics
     from tlp.features.tensors import load_programs
 
     train, _ = load_programs(Dataset(dataset_path), platform).split_by_network(set(networks))
-    trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
-    return search_metrics.read_search_runs(run_paths, exclude=trained, training_tasks=set(train.task_keys))
+    return search_metrics.read_held_out_runs(run_paths, train)
 
 
 SEARCH_SET = "search_set.pkl"

@@ -67,9 +67,9 @@ class ScoredPrograms:
         return [trace_id(k, t) for k, t in zip(self.task_keys, self.traces)]
 
 
-def aligned_scores(task_keys: list[str], latencies: np.ndarray, path: str) -> tuple[np.ndarray, int]:
+def aligned_scores(task_keys: list[str], latencies: np.ndarray, path: str) -> np.ndarray:
     """A saved baseline's test scores in the given programs' order, matched by (task, stored latency); unmatched
-    programs get -inf (never picked). Returns the scores and how many programs had no saved score."""
+    programs get -inf (never picked)."""
     saved = np.load(path)
     slots: dict[tuple[str, float], list[int]] = {}
     for i, (key, latency) in enumerate(zip(saved["task_keys"], saved["latencies"])):
@@ -79,17 +79,16 @@ def aligned_scores(task_keys: list[str], latencies: np.ndarray, path: str) -> tu
         matches = slots.get((key, float(latency)))
         if matches:
             scores[i] = saved["scores"][matches.pop(0)]
-    return scores, int(np.isinf(scores).sum())
+    return scores
 
 
-def search_aligned_scores(ids: list[str], path: str) -> tuple[np.ndarray, int]:
+def search_aligned_scores(ids: list[str], path: str) -> np.ndarray:
     """A baseline's saved scores of the search programs (``--train-baseline``), matched by trace id."""
     saved = np.load(path)
     if "search_ids" not in saved:
         sys.exit(f"{path}: holds no search-program scores (made without --search-runs)")
     by_id = dict(zip(map(str, saved["search_ids"]), saved["search_scores"]))
-    scores = np.array([by_id.get(i, -np.inf) for i in ids], dtype=np.float64)
-    return scores, int(np.isinf(scores).sum())
+    return np.array([by_id.get(i, -np.inf) for i in ids], dtype=np.float64)
 
 
 def sweep_scores(paths: list[str], recipe: str, part: str, count: int) -> dict[str, np.ndarray]:
@@ -128,7 +127,7 @@ def tenset_programs(args: argparse.Namespace, dataset: Dataset, test: LabeledPro
     scores = {"tlp": tlp_scores}
     for spec in args.baseline:
         name, path = spec.split("=", 1)
-        scores[name], _ = aligned_scores(test.task_keys, test.latencies, path)
+        scores[name] = aligned_scores(test.task_keys, test.latencies, path)
     if args.sweep_scores:
         scores.update(sweep_scores(args.sweep_scores, args.sweep_recipe, "test", len(test.traces)))
     networks = held_out_networks()
@@ -142,18 +141,16 @@ def tenset_programs(args: argparse.Namespace, dataset: Dataset, test: LabeledPro
                           dataset.store(args.platform).workload_json, metric)
 
 
-def search_programs(args: argparse.Namespace, model: TLPModel, train: LabeledPrograms) -> ScoredPrograms:
+def search_programs(args: argparse.Namespace, model: TLPModel, search: search_metrics.SearchSet) -> ScoredPrograms:
     """The tuning runs' pooled programs (none of the training records), all-round top-1 (``tlp eval
     --search-runs``'s headline: per tuned source, then the mean over sources)."""
-    trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
-    search = search_metrics.read_search_runs(args.search_runs, exclude=trained, training_tasks=set(train.task_keys))
     labeled = search.labeled()
     scores = {"tlp": np.asarray(model.predict(labeled.traces, [labeled.extents.get(k) for k in search.task_keys],
                                               model.head_index(args.platform)), dtype=np.float64)}
     ids = [trace_id(k, t) for k, t in zip(search.task_keys, search.traces)]
     for spec in args.baseline:
         name, path = spec.split("=", 1)
-        scores[name], _ = search_aligned_scores(ids, path)
+        scores[name] = search_aligned_scores(ids, path)
     if args.sweep_scores:
         scores.update(sweep_scores(args.sweep_scores, args.sweep_recipe, "search", len(search.traces)))
 
@@ -168,17 +165,14 @@ def search_programs(args: argparse.Namespace, model: TLPModel, train: LabeledPro
 
 
 def train_baseline(args: argparse.Namespace, dataset: Dataset, train: LabeledPrograms, test: LabeledPrograms,
-                   path: str) -> None:
+                   search: search_metrics.SearchSet | None, path: str) -> None:
     """Train MetaSchedule's ``args.train_baseline`` as ``tlp eval`` does and save its scores of the test split
     (``heldout_picks.py baseline``'s format) and, with ``--search-runs``, of the search programs."""
     started = time.monotonic()
     ranker = MetaScheduleBaseline(args.train_baseline, dataset, args.platform)
     ranker.fit(train)
     extra = {}
-    if args.search_runs:
-        trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
-        search = search_metrics.read_search_runs(args.search_runs, exclude=trained,
-                                                 training_tasks=set(train.task_keys))
+    if search is not None:
         extra = {"search_scores": search_metrics.metaschedule_scores(ranker.model, ranker.replay.target, search),
                  "search_ids": np.array([trace_id(k, t) for k, t in zip(search.task_keys, search.traces)])}
     np.savez_compressed(path, scores=np.asarray(ranker.predict(test)), latencies=test.latencies,
@@ -308,12 +302,13 @@ def main() -> None:
     started = time.monotonic()
     dataset = Dataset(args.dataset)
     train, test = load_programs(dataset, args.platform).split_by_network(set(held_out_networks()))
+    search = search_metrics.read_held_out_runs(args.search_runs, train) if args.search_runs else None
     if args.train_baseline:
-        train_baseline(args, dataset, train, test, args.train_baseline_out)
+        train_baseline(args, dataset, train, test, search, args.train_baseline_out)
         if not args.out:
             return
     model = TLPModel.load(model_path(args.model))
-    programs = (search_programs(args, model, train) if args.search_runs else
+    programs = (search_programs(args, model, search) if search is not None else
                 tenset_programs(args, dataset, test, np.asarray(head_scores(model, test, args.platform), np.float64)))
     unscored = {name: int(np.isinf(s).sum()) for name, s in programs.scores.items()}
     roles = chosen_programs(programs, args.top)

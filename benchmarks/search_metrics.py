@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from tlp.dataset.store import Dataset, trace_id
+from tlp.dataset.store import Dataset
 from tlp.evaluation import search_metrics
 from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker
 from tlp.features.tensors import LabeledPrograms, load_programs
@@ -215,8 +215,7 @@ def main() -> None:
     dataset = Dataset(args.dataset)
     programs = load_programs(dataset, args.platform)
     train, _ = programs.split_by_network(set(held_out_networks()))
-    trained = {trace_id(k, t) for k, t in zip(train.task_keys, train.traces)}
-    search = search_metrics.read_search_runs(search_dirs, exclude=trained, training_tasks=set(train.task_keys))
+    search = search_metrics.read_held_out_runs(search_dirs, train)
     populations = search_metrics.pick_populations(search, args.population, args.draws, args.seed)
     stored = stored_subset(programs, set(search.group_key))
     scores = score_all(args, dataset, programs, train, stored, search)

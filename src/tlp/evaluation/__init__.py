@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tlp.dataset.store import Dataset, DatasetError, trace_id
+from tlp.dataset.store import Dataset, DatasetError
 from tlp.evaluation.bootstrap import DEFAULT_DRAWS, bootstrap_top1, format_bootstrap
 from tlp.features.formats import record_format_of
 from tlp.features.tensors import LabeledPrograms, load_programs
@@ -147,9 +147,7 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
         raise DatasetError(f"{dataset.path}: no measured program of the test networks {', '.join(test_networks)}")
     search = None
     if search_runs:
-        # Never score a program a model was trained on; tasks of the training split are scored but flagged.
-        trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
-        search = search_metrics.read_search_runs(search_runs, exclude=trained, training_tasks=set(train.task_keys))
+        search = search_metrics.read_held_out_runs(search_runs, train)
         populations = search_metrics.pick_populations(
             search, population or search_metrics.DEFAULT_POPULATION, draws or search_metrics.DEFAULT_DRAWS, seed)
         search_programs = search.labeled()

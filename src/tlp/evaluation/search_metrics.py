@@ -383,6 +383,13 @@ def read_search_runs(paths: Iterable[str | Path], exclude: set[str] | None = Non
     return search
 
 
+def read_held_out_runs(paths: Iterable[str | Path], train: LabeledPrograms) -> SearchSet:
+    """:func:`read_search_runs` for scoring models trained on ``train``: never a program they were trained on; tasks of
+    the training split are scored but flagged (``training_tasks``)."""
+    trained = {trace_id(key, trace) for key, trace in zip(train.task_keys, train.traces)}
+    return read_search_runs(paths, exclude=trained, training_tasks=set(train.task_keys))
+
+
 def pick_populations(search: SearchSet, population: int = DEFAULT_POPULATION, draws: int = DEFAULT_DRAWS,
                      seed: int = 0) -> dict[int, list[np.ndarray]]:
     """Per group: the populations (program indices) a model picks from. Drawn once, so every model sees the same."""
