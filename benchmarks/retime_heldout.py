@@ -243,8 +243,20 @@ def report(programs: ScoredPrograms, out: dict[str, Any]) -> dict[str, Any]:
         "retimed_over_stored": {"median": float(np.median(ratios)), "p10": float(np.percentile(ratios, 10)),
                                 "p90": float(np.percentile(ratios, 90))},
         "stored_best_is_retimed_best": _stored_best_kept(programs, retimed, chosen),
-        "retimed_best_stored_rank": _retimed_best_rank(out, retimed, position)}
+        "retimed_best_stored_rank": _retimed_best_rank(out, retimed, position), "timing_spread": timing_spread(out)}
     return summary
+
+
+def timing_spread(out: dict[str, Any]) -> dict[str, float]:
+    """How far one fresh timing lands from the stored one, and two fresh timings from each other (median |log
+    ratio| as a fraction): the noise the minimum of the passes removes. Needs only a results file."""
+    passes = np.array([[np.nan if p["latencies"][n] is None else p["latencies"][n] for p in out["passes"]]
+                       for n in range(len(out["programs"]))], dtype=np.float64)
+    stored = np.array([p["stored"] for p in out["programs"]])
+    spread = {"first_pass_vs_stored": float(np.expm1(np.nanmedian(np.abs(np.log(passes[:, 0] / stored)))))}
+    if passes.shape[1] > 1:
+        spread["first_vs_second_pass"] = float(np.expm1(np.nanmedian(np.abs(np.log(passes[:, 0] / passes[:, 1])))))
+    return spread
 
 
 def _stored_best_kept(programs: ScoredPrograms, retimed: np.ndarray, chosen: np.ndarray) -> float:
@@ -275,7 +287,7 @@ def _retimed_best_rank(out: dict[str, Any], retimed: np.ndarray, position: dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="datasets/tlp-cpu")
-    parser.add_argument("--platform", required=True, help="the platform scored; run this on its machine")
+    parser.add_argument("--platform", help="the platform scored (required); run this on its machine")
     parser.add_argument("--model", default=None, help="TLP checkpoint (default: the shipped model)")
     parser.add_argument("--baseline", action="append", default=[], metavar="NAME=NPZ",
                         help="a baseline's saved test scores (heldout_picks.py baseline)")
@@ -291,7 +303,14 @@ def main() -> None:
                         help="first train this MetaSchedule model as tlp eval does and save its scores")
     parser.add_argument("--train-baseline-out", metavar="NPZ", help="where --train-baseline saves its scores")
     parser.add_argument("--out", help="the re-timing results (JSON; resumed when it exists)")
+    parser.add_argument("--timing-of", metavar="JSON",
+                        help="only print the timing spread of a results file (nothing scored or measured)")
     args = parser.parse_args()
+    if args.timing_of:
+        print(json.dumps(timing_spread(json.loads(Path(args.timing_of).read_text()))))
+        return
+    if not args.platform:
+        parser.error("--platform is required")
     if not args.out and not args.train_baseline:
         parser.error("--out is required (unless only --train-baseline runs)")
     if args.train_baseline and not args.train_baseline_out:
