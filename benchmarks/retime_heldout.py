@@ -311,6 +311,9 @@ def main() -> None:
         return
     if not args.platform:
         parser.error("--platform is required")
+    for spec in args.baseline:
+        if "=" not in spec or not Path(spec.split("=", 1)[1]).is_file():
+            parser.error(f"--baseline {spec!r}: expected NAME=NPZ with an existing file (heldout_picks.py baseline)")
     if not args.out and not args.train_baseline:
         parser.error("--out is required (unless only --train-baseline runs)")
     if args.train_baseline and not args.train_baseline_out:
