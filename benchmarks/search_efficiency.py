@@ -61,6 +61,11 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # HeadroomScheduler): the gradient rule keeps feeding heavy tasks that are already fast
           "tlp-online-lr3-warm-headroom": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                online_min_task_measurements=3, task_scheduler="headroom"),
+          # the same, each batch with at most 2 candidates of one structure (tlp.search.diverse): on BERT-tiny TLP
+          # measured 90 layer_norm programs of one structure while XGBoost's best was of another
+          "tlp-online-lr3-warm-headroom-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                       online_min_task_measurements=3, task_scheduler="headroom",
+                                                       max_per_structure=2),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
           # measured worse programs than those it ranks first among everything the runs found, so more candidates

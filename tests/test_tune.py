@@ -204,5 +204,7 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     assert bad_model.returncode == 2 and "not a TLP checkpoint" in bad_model.stderr
     no_first_round = _tune(["dense_64x64x64", "--first-round-trials", "0"])
     assert no_first_round.returncode == 2 and "--first-round-trials must be at least 1" in no_first_round.stderr
+    negative_cap = _tune(["dense_64x64x64", "--max-per-structure", "-1"])
+    assert negative_cap.returncode == 2 and "--max-per-structure must be at least 1" in negative_cap.stderr
     transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1"])
     assert transfer_alone.returncode == 2 and "give --first-round-trials at least K" in transfer_alone.stderr

@@ -444,6 +444,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.first_round_trials is not None and args.first_round_trials < 1:
         raise TLPError("tlp tune: --first-round-trials must be at least 1")
+    if args.max_per_structure < 0:
+        raise TLPError("tlp tune: --max-per-structure must be at least 1 (or 0: off)")
     if args.first_round_transferred and not (args.first_round_trials or 0) >= args.first_round_transferred > 0:
         raise TLPError("tlp tune: --first-round-transferred K takes K of the first round's places: give "
                        "--first-round-trials at least K (and below --trials-per-iter)")
@@ -455,8 +457,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         first_round_transferred=args.first_round_transferred or 0,
-                        task_scheduler=args.task_scheduler, cost_model=args.cost_model, model_path=args.model,
-                        online_steps=args.online_steps,
+                        task_scheduler=args.task_scheduler, max_per_structure=args.max_per_structure,
+                        cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
                         post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
@@ -682,6 +684,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="which task gets the next batch: MetaSchedule's gradient rule (default), or headroom: "
                                 "the task whose weighted latency is furthest above what it would run at the best "
                                 "throughput (flops/s) any task has reached, per batch it has had")
+    tune_verb.add_argument("--max-per-structure", type=int, default=0, metavar="N",
+                           help="measure at most N candidates of one structure (unroll depth, compute locations) per "
+                                "batch: the cost model's best of 4x the batch, spread over the structures it ranks "
+                                "high (default 0: the model's top candidates, as MetaSchedule)")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")
     tune_verb.add_argument("--online-steps", type=int, default=0,

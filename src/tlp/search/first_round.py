@@ -27,15 +27,18 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
+from tlp.search.diverse import StructureDiverseSearch
 from tlp.search.transfer import transferred_schedules
 
 
 @derived_object
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     """``EvolutionarySearch(population_size)`` whose first batch for the task holds ``first_batch`` candidates, up
-    to ``transferred`` of them other tasks' best schedules replayed on this one."""
+    to ``transferred`` of them other tasks' best schedules replayed on this one; with ``max_per_structure``, every
+    batch spread over structures (:class:`tlp.search.diverse.StructureDiverseSearch`)."""
 
-    def __init__(self, population_size: int, first_batch: int, transferred: int = 0) -> None:
+    def __init__(self, population_size: int, first_batch: int, transferred: int = 0,
+                 max_per_structure: int = 0) -> None:
         super().__init__()
         if first_batch < 1:
             raise ValueError(f"first_batch must be at least 1, not {first_batch}")
@@ -44,9 +47,11 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.population_size = population_size
         self.first_batch = first_batch
         self.transferred = transferred
+        self.max_per_structure = max_per_structure
         self.context: Any = None
         self.first_size = first_batch  # the first batch's size for this task's budget
-        self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
+        self.inner = (StructureDiverseSearch(population_size, max_per_structure) if max_per_structure
+                      else ms.search_strategy.EvolutionarySearch(population_size=population_size))
         self.tuning: tuple[Any, ...] | None = None  # pre_tuning's arguments after max_trials
         self.max_trials = 0
         self.measured = 0  # candidates of this task measured so far
@@ -114,4 +119,4 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.measured_hashes.update(structural_hash(c.sch.mod) for c in measure_candidates)
 
     def clone(self) -> Any:
-        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred)
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, self.max_per_structure)

@@ -36,6 +36,7 @@ from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
 from tlp.search.compile_check import check_compiles
+from tlp.search.diverse import StructureDiverseSearch
 from tlp.search.first_round import FirstRoundSearch
 from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler, batch_histories, records_by_task
 from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
@@ -69,6 +70,9 @@ class TuneConfig:
     # Which task gets the next batch: MetaSchedule's gradient rule, or each task's distance from the best throughput
     # the run has reached (tlp.search.scheduler.HeadroomScheduler).
     task_scheduler: str = "gradient"
+    # At most this many candidates of one structure (unroll, compute locations) per batch, the model's best of a
+    # larger pool (tlp.search.diverse); 0: MetaSchedule's batches, the model's top candidates whatever they are.
+    max_per_structure: int = 0
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
@@ -211,10 +215,12 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig)
 def _search_strategy(config: TuneConfig) -> Any:
     first = config.first_round_trials
     if first is not None and first < config.trials_per_iter:
-        return FirstRoundSearch(config.population, first, config.first_round_transferred)
+        return FirstRoundSearch(config.population, first, config.first_round_transferred, config.max_per_structure)
     if config.first_round_transferred:
         raise TLPError("transferred schedules take places of a first round smaller than a batch: set "
                        "first_round_trials below trials_per_iter")
+    if config.max_per_structure:
+        return StructureDiverseSearch(config.population, config.max_per_structure)
     return ms.search_strategy.EvolutionarySearch(population_size=config.population)
 
 
