@@ -66,7 +66,17 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           "tlp-online-lr3-warm-headroom-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                        online_min_task_measurements=3, task_scheduler="headroom",
                                                        max_per_structure=2),
+          # the same, one place of each batch for the model's best random draw of a structure the task has not
+          # measured: spreading alone never reached layer_norm's fast structure (the model ranks it below its top 32)
+          "tlp-online-lr3-warm-headroom-diverse-new": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                           online_min_task_measurements=3, task_scheduler="headroom",
+                                                           max_per_structure=2, new_structures=1),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
+          # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
+          # (tlp.search.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found layer_norm's
+          # fast structure (reductions at their consumers) that TLP's prior never ranks high
+          "tlp-online-lr3-warm-headroom-blend": dict(cost_model="tlp+xgb", online_steps=5, online_lr=1e-3,
+                                                     online_min_task_measurements=3, task_scheduler="headroom"),
           # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
           # measured worse programs than those it ranks first among everything the runs found, so more candidates
           # per round might help. Tried on BERT-tiny (benchmarks/README.md): its first round picked worse programs

@@ -1,6 +1,8 @@
 """Batches spread over program structures (tlp.search.diverse), on real MetaSchedule candidates."""
 
+import numpy as np
 import pytest
+from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash, tvm
 from tlp.search.diverse import StructureDiverseSearch, spread_over_structures, structure_of
@@ -62,3 +64,51 @@ def test_every_batch_spreads_over_structures_and_the_budget_holds(softmax, host_
     assert measured == 10 and len(hashes) == 10  # the budget, no program twice
     with pytest.raises(ValueError, match="at least 1"):
         StructureDiverseSearch(population_size=8, max_per_structure=0)
+
+
+@derived_object
+class _MeasuredStructuresFirst(ms.cost_model.PyCostModel):
+    """Scores candidates of the structures in ``measured`` above every other: a model that only exploits."""
+
+    def __init__(self, measured: set) -> None:
+        super().__init__()
+        self.measured = measured
+
+    def load(self, path: str) -> None:
+        pass
+
+    def save(self, path: str) -> None:
+        pass
+
+    def update(self, context, candidates, results) -> None:
+        pass
+
+    def predict(self, context, candidates) -> np.ndarray:
+        return np.array([1.0 if structure_of(c.sch.trace) in self.measured else 0.0 for c in candidates])
+
+
+def _new_structures_per_batch(task, target, new_structures: int) -> list[int]:
+    """How many of each batch's candidates are of structures not measured before, under a model that only exploits."""
+    strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, new_structures=new_structures)
+    context = _context(task, target, strategy)
+    measured: set = set()
+    strategy.pre_tuning(20, 4, context.space_generator.generate_design_space(context.mod),
+                        ms.database.MemoryDatabase(), _MeasuredStructuresFirst(measured))
+    new = []
+    while (candidates := strategy.generate_measure_candidates()) is not None:
+        structures = [structure_of(c.sch.trace) for c in candidates]
+        new.append(sum(s not in measured for s in structures))
+        measured |= set(structures)
+        strategy.notify_runner_results(candidates, [ms.runner.RunnerResult(run_secs=[1e-5], error_msg=None)
+                                                    for _ in candidates])
+    strategy.post_tuning()
+    return new
+
+
+def test_places_for_new_structures_go_to_structures_never_measured(softmax, host_platform):
+    exploring = _new_structures_per_batch(softmax, host_platform.target, new_structures=1)
+    assert len(exploring) == 5 and all(n >= 1 for n in exploring)  # the budget, and a new structure every batch
+    exploiting = _new_structures_per_batch(softmax, host_platform.target, new_structures=0)
+    assert sum(exploiting[1:]) < sum(exploring[1:])  # without the places such a model stays with what it measured
+    with pytest.raises(ValueError, match="new_structures"):
+        StructureDiverseSearch(population_size=8, max_per_structure=1, new_structures=-1)

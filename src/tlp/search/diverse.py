@@ -14,6 +14,13 @@ structure, filling any places left by score. A *structure* is a trace's discrete
 (``SampleCategorical``: unroll depth and the like; ``SampleComputeLocation``), so each structure the model ranks
 high is measured with its best tiles, and the model's favourite still gets the first places.
 
+With ``new_structures`` > 0, that many places of every batch go to structures the task has not measured yet: the
+model's best-scored among random draws of the design space (MetaSchedule's ``ReplayTrace``, ``pool`` times the
+batch of them) whose structure is new, from the task's second batch on. Why: spreading alone did not reach ``layer_norm``'s fast structure, because
+every candidate the evolution offers descends from the model's favourites, and the model never ranks that
+structure in its top 32; a random draw does not ask the model first, and once measured the program teaches the
+online model (and seeds the evolution, which starts from the task's best measured programs).
+
 The inner search counts every candidate it hands out as measured and never proposes it again; the ones left out
 here are the model's lower-scored near-duplicates of structures already in the batch, and mutation keeps making
 others like them. The trial budget is kept here (the inner one is ``pool`` times larger).
@@ -56,25 +63,33 @@ def spread_over_structures(ranked: list[Any], size: int, max_per_structure: int)
 @derived_object
 class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
     """``EvolutionarySearch(population_size)`` measuring, per batch, the cost model's best candidates of ``pool``
-    times the batch with at most ``max_per_structure`` of one structure."""
+    times the batch with at most ``max_per_structure`` of one structure, and ``new_structures`` places for the
+    model's best random draws of structures the task has not measured."""
 
-    def __init__(self, population_size: int, max_per_structure: int, pool: int = 4) -> None:
+    def __init__(self, population_size: int, max_per_structure: int, pool: int = 4, new_structures: int = 0) -> None:
         super().__init__()
         if max_per_structure < 1 or pool < 1:
             raise ValueError(f"max_per_structure and pool must be at least 1, not {max_per_structure} and {pool}")
+        if new_structures < 0:
+            raise ValueError(f"new_structures must be at least 0, not {new_structures}")
         self.population_size = population_size
         self.max_per_structure = max_per_structure
         self.pool = pool
+        self.new_structures = new_structures
         self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
+        self.random_draws = ms.search_strategy.ReplayTrace() if new_structures else None
         self.context: Any = None
         self.cost_model: Any = None
         self.batch = 0
         self.max_trials = 0
         self.measured = 0
+        self.measured_structures: set[Any] = set()
 
     def _initialize_with_tune_context(self, context: Any) -> None:
         self.context = context
         self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
+        if self.random_draws is not None:
+            self.random_draws._initialize_with_tune_context(context)  # pylint: disable=protected-access
 
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any, database: Any = None,
                    cost_model: Any = None) -> None:
@@ -82,9 +97,20 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         # The inner search stops at its own budget, counted in measured results: pool times ours never binds first.
         self.inner.pre_tuning(max_trials * self.pool, num_trials_per_iter * self.pool, design_spaces, database,
                               cost_model)
+        self.measured_structures = set()
+        if self.random_draws is not None:
+            # ReplayTrace draws its batch afresh on every call; its budget is never reached (see _random_draws).
+            self.random_draws.pre_tuning(1 << 30, num_trials_per_iter * self.pool, design_spaces, database,
+                                         cost_model)
+            if database is not None and database.has_workload(self.context.mod):  # a resumed task
+                workload = database.commit_workload(self.context.mod)
+                self.measured_structures = {structure_of(record.trace)
+                                            for record in database.get_top_k(workload, 1 << 30)}
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
+        if self.random_draws is not None:
+            self.random_draws.post_tuning()
         self.cost_model = None
 
     def generate_measure_candidates(self) -> list[Any] | None:
@@ -94,18 +120,45 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         candidates = self.inner.generate_measure_candidates()
         if candidates is None:
             return None
-        if len(candidates) <= size or self.cost_model is None:
-            return list(candidates)[:size]
+        candidates = list(candidates)
+        # Before the task's first measurement every structure is new, and the model's picks are the better guess.
+        explore = min(self.new_structures, size) if self.cost_model is not None and self.measured_structures else 0
+        draws = self._random_draws() if explore else []
+        if (len(candidates) <= size and not draws) or self.cost_model is None:
+            return candidates[:size]
         # Scored again: the inner search's order is its epsilon-greedy pick (a random candidate or more among the
         # best-scored ones), not the model's ranking.
-        scores = [float(s) for s in self.cost_model.predict(self.context, candidates)]
+        scores = [float(s) for s in self.cost_model.predict(self.context, candidates + draws)]
         order = sorted(range(len(candidates)), key=lambda i: -scores[i])
         ranked = [(structure_of(candidates[i].sch.trace), candidates[i]) for i in order]
-        return [ranked[i][1] for i in spread_over_structures(ranked, size, self.max_per_structure)]
+        batch = [ranked[i][1] for i in spread_over_structures(ranked, size - explore, self.max_per_structure)]
+        if draws:
+            taken = self.measured_structures | {structure_of(c.sch.trace) for c in batch}
+            draw_scores = scores[len(candidates):]
+            for k in sorted(range(len(draws)), key=lambda k: -draw_scores[k]):
+                if len(batch) == size:
+                    break
+                structure = structure_of(draws[k].sch.trace)
+                if structure not in taken:
+                    taken.add(structure)
+                    batch.append(draws[k])
+            # Too few new structures drawn: the places left go back to the evolution's best.
+            chosen = {id(c) for c in batch}
+            batch += [c for _, c in ranked if id(c) not in chosen][:size - len(batch)]
+        return batch
+
+    def _random_draws(self) -> list[Any]:
+        """``pool`` times the batch of fresh random programs of the task's design spaces."""
+        draws = self.random_draws.generate_measure_candidates()
+        if draws is None:
+            return []
+        self.random_draws.notify_runner_results([], [])  # nothing of them is "measured" by ReplayTrace's count
+        return list(draws)
 
     def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
         self.measured += len(results)
+        self.measured_structures.update(structure_of(c.sch.trace) for c in measure_candidates)
 
     def clone(self) -> Any:
-        return StructureDiverseSearch(self.population_size, self.max_per_structure, self.pool)
+        return StructureDiverseSearch(self.population_size, self.max_per_structure, self.pool, self.new_structures)

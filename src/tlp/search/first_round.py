@@ -27,18 +27,16 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
-from tlp.search.diverse import StructureDiverseSearch
 from tlp.search.transfer import transferred_schedules
 
 
 @derived_object
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
-    """``EvolutionarySearch(population_size)`` whose first batch for the task holds ``first_batch`` candidates, up
-    to ``transferred`` of them other tasks' best schedules replayed on this one; with ``max_per_structure``, every
-    batch spread over structures (:class:`tlp.search.diverse.StructureDiverseSearch`)."""
+    """``inner`` (default ``EvolutionarySearch(population_size)``; also :class:`tlp.search.diverse.
+    StructureDiverseSearch`) whose first batch for the task holds ``first_batch`` candidates, up to ``transferred``
+    of them other tasks' best schedules replayed on this one."""
 
-    def __init__(self, population_size: int, first_batch: int, transferred: int = 0,
-                 max_per_structure: int = 0) -> None:
+    def __init__(self, population_size: int, first_batch: int, transferred: int = 0, inner: Any = None) -> None:
         super().__init__()
         if first_batch < 1:
             raise ValueError(f"first_batch must be at least 1, not {first_batch}")
@@ -47,11 +45,9 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.population_size = population_size
         self.first_batch = first_batch
         self.transferred = transferred
-        self.max_per_structure = max_per_structure
         self.context: Any = None
         self.first_size = first_batch  # the first batch's size for this task's budget
-        self.inner = (StructureDiverseSearch(population_size, max_per_structure) if max_per_structure
-                      else ms.search_strategy.EvolutionarySearch(population_size=population_size))
+        self.inner = inner if inner is not None else ms.search_strategy.EvolutionarySearch(population_size)
         self.tuning: tuple[Any, ...] | None = None  # pre_tuning's arguments after max_trials
         self.max_trials = 0
         self.measured = 0  # candidates of this task measured so far
@@ -119,4 +115,4 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.measured_hashes.update(structural_hash(c.sch.mod) for c in measure_candidates)
 
     def clone(self) -> Any:
-        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, self.max_per_structure)
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, self.inner.clone())

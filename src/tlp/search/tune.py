@@ -73,6 +73,9 @@ class TuneConfig:
     # At most this many candidates of one structure (unroll, compute locations) per batch, the model's best of a
     # larger pool (tlp.search.diverse); 0: MetaSchedule's batches, the model's top candidates whatever they are.
     max_per_structure: int = 0
+    # Places of every batch for the model's best random draws of structures the task has not measured
+    # (tlp.search.diverse); 0: none.
+    new_structures: int = 0
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
@@ -213,15 +216,19 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig)
 
 
 def _search_strategy(config: TuneConfig) -> Any:
+    if config.max_per_structure or config.new_structures:
+        # No cap given: one structure may fill a batch, as without spreading.
+        evolution = StructureDiverseSearch(config.population, config.max_per_structure or config.trials_per_iter,
+                                           new_structures=config.new_structures)
+    else:
+        evolution = ms.search_strategy.EvolutionarySearch(population_size=config.population)
     first = config.first_round_trials
     if first is not None and first < config.trials_per_iter:
-        return FirstRoundSearch(config.population, first, config.first_round_transferred, config.max_per_structure)
+        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution)
     if config.first_round_transferred:
         raise TLPError("transferred schedules take places of a first round smaller than a batch: set "
                        "first_round_trials below trials_per_iter")
-    if config.max_per_structure:
-        return StructureDiverseSearch(config.population, config.max_per_structure)
-    return ms.search_strategy.EvolutionarySearch(population_size=config.population)
+    return evolution
 
 
 def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[int], best_s: list[float | None],
