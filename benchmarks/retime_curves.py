@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from search_efficiency import _curve_table, _summarize
-from tlp._tvm import ms
 from tlp.dataset.measure import time_once
-from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
+from tlp.evaluation.search_metrics import read_search_run, records_in_file_order, tuning_record, workload_rows
 from tlp.platform import host_fingerprint
 from tlp.search.report import curve_points
 
@@ -52,10 +51,8 @@ class RunPicks:
         self.trials = int(report["config"]["trials"])
         run = read_search_run(work_dir)
         self.weights = run.task_weights  # workload key -> weight
-        workloads = [json.loads(line) for line in (work_dir / "database_workload.json").read_text().splitlines()
-                     if line.strip()]
-        self.keys = [str(w[0]) for w in workloads]
-        self.workloads = workloads
+        self.workloads = workload_rows(work_dir)
+        self.keys = [str(w[0]) if w else None for w in self.workloads]
         self.records = records_in_file_order(work_dir)
         # (trials, wall, {key: record position of its best so far}) after each batch, history's order
         self.points: list[tuple[int, float, dict[str, int]]] = []
@@ -91,8 +88,7 @@ class RunPicks:
 
     def candidate(self, position: int) -> Any:
         index, _, _, line = self.records[position]
-        workload = ms.database.Workload.from_json(self.workloads[index])
-        return ms.database.TuningRecord.from_json(json.loads(line)[1], workload).as_measure_candidate()
+        return tuning_record(line, self.workloads[index]).as_measure_candidate()
 
     def curve(self, latency_of: Any) -> list[tuple[int, float, float]]:
         return [(trials, wall, float(sum(self.weights[k] * latency_of(p) for k, p in chosen.items())))

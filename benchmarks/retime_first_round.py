@@ -21,24 +21,20 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from tlp._tvm import ms
 from tlp.dataset.measure import time_once
-from tlp.evaluation.search_metrics import read_search_run, records_in_file_order
+from tlp.evaluation.search_metrics import read_search_run, records_in_file_order, tuning_record, workload_rows
 from tlp.platform import host_fingerprint
 
 
 def first_round_records(work_dir: Path, first_round: int) -> list[tuple[str, Any, float | None]]:
     """(workload key, TuningRecord, recorded latency) of each task's first ``first_round`` records."""
-    workloads = [json.loads(line) for line in (work_dir / "database_workload.json").read_text().splitlines()
-                 if line.strip()]
-    parsed = [ms.database.Workload.from_json(w) for w in workloads]
+    workloads = workload_rows(work_dir)
     seen: dict[int, int] = {}
     picks = []
     for index, _, latency, line in records_in_file_order(work_dir):
         seen[index] = seen.get(index, 0) + 1
         if seen[index] <= first_round:
-            record = ms.database.TuningRecord.from_json(json.loads(line)[1], parsed[index])
-            picks.append((str(workloads[index][0]), record, latency))
+            picks.append((str(workloads[index][0]), tuning_record(line, workloads[index]), latency))
     return picks
 
 

@@ -172,6 +172,18 @@ def records_in_file_order(work_dir: str | Path) -> list[tuple[int, Any, float | 
     return records
 
 
+def workload_rows(work_dir: str | Path) -> list[list[Any] | None]:
+    """The rows ``[hash, module]`` of a work directory's workload file in file order (a record's workload index
+    points here; a damaged row is ``None``)."""
+    return _read_workloads(Path(work_dir) / WORKLOADS, Counter())
+
+
+def tuning_record(line: str, workload_row: list[Any]) -> Any:
+    """MetaSchedule's ``TuningRecord`` of one line of a work directory's records, on its workload's row: the
+    program to replay or time again."""
+    return ms.database.TuningRecord.from_json(json.loads(line)[1], ms.database.Workload.from_json(workload_row))
+
+
 def read_search_run(work_dir: str | Path) -> SearchRun:
     """One tuning work directory's measured records with their task, search round and latency."""
     work_dir = Path(work_dir)
