@@ -18,6 +18,7 @@ time to XGBoost's (re-timed) final latency. Run it alone on the machine.
         --out benchmarks/results/retime_curves_zen3_resnet50.json
     .venv/bin/python benchmarks/retime_curves.py runs/s36/realistic-zen3-resnet50/resnet50/* --estimator median \\
         --summarize benchmarks/results/retime_curves_zen3_resnet50.json --out median.json  # redrawn, nothing measured
+    .venv/bin/python benchmarks/retime_curves.py RUNS... --summarize first.json second.json --out pooled.json  # min of 6
 """
 
 from __future__ import annotations
@@ -126,18 +127,24 @@ def main() -> None:
                         help="a program's re-timed latency from its passes (timing_protocol.py: the minimum of "
                              "timings spread over time is the stablest)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--summarize", type=Path, metavar="RESULT",
-                        help="redraw the curves from an earlier result's timings (no measuring), e.g. with another "
-                             "--estimator; the work directories must be that result's runs, named alike")
+    parser.add_argument("--summarize", type=Path, nargs="+", metavar="RESULT",
+                        help="redraw the curves from earlier results' timings (no measuring), e.g. with another "
+                             "--estimator; the work directories must be those results' runs, named alike; several "
+                             "results of the same runs pool their passes (each program's estimate over all of them)")
     args = parser.parse_args()
     runs = [RunPicks(d) for d in args.work_dirs]
     if args.summarize:
-        stored = json.loads(args.summarize.read_text())
         number = {str(run.path): r for r, run in enumerate(runs)}
-        raw = {(number[t["run"]], t["record"]): t["passes_s"] for t in stored["timings"]}
-        if set(raw) != {(r, p) for r, run in enumerate(runs) for p in run.picks()}:
-            raise SystemExit(f"{args.summarize}: its timings are not of these runs' picks")
-        seconds, args.passes = stored["pass_seconds"], stored["passes"]
+        raw, seconds, args.passes = {}, [], 0
+        for path in args.summarize:
+            stored = json.loads(path.read_text())
+            timings_here = {(number.get(t["run"]), t["record"]): t["passes_s"] for t in stored["timings"]}
+            if set(timings_here) != {(r, p) for r, run in enumerate(runs) for p in run.picks()}:
+                raise SystemExit(f"{path}: its timings are not of these runs' picks")
+            for job, values in timings_here.items():
+                raw.setdefault(job, []).extend(values)
+            seconds += stored["pass_seconds"]
+            args.passes += stored["passes"]
     else:
         raw, seconds = retime_all(runs, args.passes)
     timings = {job: [t for t in values if t is not None] for job, values in raw.items()}
