@@ -74,7 +74,9 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
           # (tlp.search.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found layer_norm's
-          # fast structure (reductions at their consumers) that TLP's prior never ranks high
+          # fast structure (reductions at their consumers) that TLP's prior never ranks high. Not measured cleanly
+          # yet: its one seed-1 run ran beside other work and was discarded (benchmarks/README.md, "Places for
+          # structures never measured")
           "tlp-online-lr3-warm-headroom-blend": dict(cost_model="tlp+xgb", online_steps=5, online_lr=1e-3,
                                                      online_min_task_measurements=3, task_scheduler="headroom"),
           # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
