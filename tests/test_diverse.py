@@ -112,3 +112,15 @@ def test_places_for_new_structures_go_to_structures_never_measured(softmax, host
     assert sum(exploiting[1:]) < sum(exploring[1:])  # without the places such a model stays with what it measured
     with pytest.raises(ValueError, match="new_structures"):
         StructureDiverseSearch(population_size=8, max_per_structure=1, new_structures=-1)
+
+
+def test_a_first_round_wraps_the_evolution_or_the_given_inner_search_and_clones_it():
+    from tlp.search.first_round import FirstRoundSearch
+
+    plain = FirstRoundSearch(population_size=8, first_batch=2)
+    assert isinstance(plain.inner, ms.search_strategy.EvolutionarySearch)
+    assert isinstance(plain._inst.clone().inner, ms.search_strategy.EvolutionarySearch)
+    spread = FirstRoundSearch(8, 2, inner=StructureDiverseSearch(8, max_per_structure=1, new_structures=1))
+    copy = spread._inst.clone()  # the Python side of clone(); through TVM's FFI the copy comes back as its handle
+    assert isinstance(copy.inner, StructureDiverseSearch) and copy.inner is not spread.inner
+    assert (copy.inner.max_per_structure, copy.inner.new_structures) == (1, 1)

@@ -47,7 +47,8 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.transferred = transferred
         self.context: Any = None
         self.first_size = first_batch  # the first batch's size for this task's budget
-        self.inner = inner if inner is not None else ms.search_strategy.EvolutionarySearch(population_size)
+        self.inner = (inner if inner is not None
+                      else ms.search_strategy.EvolutionarySearch(population_size=population_size))
         self.tuning: tuple[Any, ...] | None = None  # pre_tuning's arguments after max_trials
         self.max_trials = 0
         self.measured = 0  # candidates of this task measured so far
@@ -115,4 +116,6 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.measured_hashes.update(structural_hash(c.sch.mod) for c in measure_candidates)
 
     def clone(self) -> Any:
-        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, self.inner.clone())
+        # A Python strategy's own clone(): through TVM's FFI the copy would come back as a bare handle.
+        inner = self.inner._inst.clone() if hasattr(self.inner, "_inst") else self.inner.clone()
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner)
