@@ -16,10 +16,11 @@ high is measured with its best tiles, and the model's favourite still gets the f
 
 With ``new_structures`` > 0, that many places of every batch go to structures the task has not measured yet: the
 model's best-scored among random draws of the design space (MetaSchedule's ``ReplayTrace``, ``pool`` times the
-batch of them) whose structure is new, from the task's second batch on. Why: spreading alone did not reach ``layer_norm``'s fast structure, because
-every candidate the evolution offers descends from the model's favourites, and the model never ranks that
-structure in its top 32; a random draw does not ask the model first, and once measured the program teaches the
-online model (and seeds the evolution, which starts from the task's best measured programs).
+batch of them) whose structure is new, from the task's second batch on. Why: spreading alone did not reach
+``layer_norm``'s fast structure, because every candidate the evolution offers descends from the model's
+favourites, and the model never ranks that structure in its top 32; a random draw does not ask the model first,
+and once measured the program teaches the online model (and seeds the evolution, which starts from the task's best
+measured programs).
 
 The inner search counts every candidate it hands out as measured and never proposes it again; the ones left out
 here are the model's lower-scored near-duplicates of structures already in the batch, and mutation keeps making
@@ -131,9 +132,10 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         scores = [float(s) for s in self.cost_model.predict(self.context, candidates + draws)]
         order = sorted(range(len(candidates)), key=lambda i: -scores[i])
         ranked = [(structure_of(candidates[i].sch.trace), candidates[i]) for i in order]
-        batch = [ranked[i][1] for i in spread_over_structures(ranked, size - explore, self.max_per_structure)]
+        spread = [ranked[i] for i in spread_over_structures(ranked, size - explore, self.max_per_structure)]
+        batch = [candidate for _, candidate in spread]
         if draws:
-            taken = self.measured_structures | {structure_of(c.sch.trace) for c in batch}
+            taken = self.measured_structures | {structure for structure, _ in spread}
             draw_scores = scores[len(candidates):]
             for k in sorted(range(len(draws)), key=lambda k: -draw_scores[k]):
                 if len(batch) == size:
