@@ -210,3 +210,7 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     assert too_many_new.returncode == 2 and "--new-structures takes places of a batch" in too_many_new.stderr
     transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1"])
     assert transfer_alone.returncode == 2 and "give --first-round-trials at least K" in transfer_alone.stderr
+    library_alone = _tune(["dense_64x64x64", "--transfer-from", str(tmp_path)])
+    assert library_alone.returncode == 2 and "give --first-round-transferred K" in library_alone.stderr
+    exclude_alone = _tune(["dense_64x64x64", "--transfer-exclude", "held-out"])
+    assert exclude_alone.returncode == 2 and "give --transfer-from DATASET" in exclude_alone.stderr

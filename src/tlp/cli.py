@@ -35,6 +35,16 @@ def _add_target_args(parser: argparse.ArgumentParser) -> None:
                         "(default: this machine)")
 
 
+def _networks(names: str | None) -> tuple[str, ...]:
+    """A comma-separated list of network names; ``held-out`` stands for the standard test networks."""
+    from tlp.workloads import held_out_networks  # pylint: disable=import-outside-toplevel
+
+    result: list[str] = []
+    for name in filter(None, (n.strip() for n in (names or "").split(","))):
+        result += held_out_networks() if name == "held-out" else [name]
+    return tuple(result)
+
+
 def _target(args: argparse.Namespace) -> dict[str, Any]:
     from tlp.platform import host_target, parse_target  # pylint: disable=import-outside-toplevel
 
@@ -452,6 +462,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.first_round_transferred and not (args.first_round_trials or 0) >= args.first_round_transferred > 0:
         raise TLPError("tlp tune: --first-round-transferred K takes K of the first round's places: give "
                        "--first-round-trials at least K (and below --trials-per-iter)")
+    if args.transfer_from and not args.first_round_transferred:
+        raise TLPError("tlp tune: --transfer-from fills first-round places with the dataset's schedules: give "
+                       "--first-round-transferred K (and --first-round-trials at least K)")
+    if args.transfer_exclude and not args.transfer_from:
+        raise TLPError("tlp tune: --transfer-exclude leaves networks out of --transfer-from's dataset: give "
+                       "--transfer-from DATASET")
     target = _target(args)
     tunable = resolve(args.source, target, fast_math=not args.no_fast_math)
     if args.top_tasks:
@@ -460,6 +476,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         first_round_transferred=args.first_round_transferred or 0,
+                        transfer_from=args.transfer_from, transfer_exclude_networks=_networks(args.transfer_exclude),
                         task_scheduler=args.task_scheduler, max_per_structure=args.max_per_structure,
                         new_structures=args.new_structures,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
@@ -684,6 +701,13 @@ def build_parser() -> argparse.ArgumentParser:
                            help="of the first round's places per task, K go to other tasks' best measured schedules "
                                 "replayed on it (tile sizes refitted), the cost model's best-scored ones: a network's "
                                 "tasks repeat one structure at many shapes")
+    tune_verb.add_argument("--transfer-from", metavar="DATASET",
+                           help="take --first-round-transferred's schedules from this dataset instead of the run's "
+                                "other tasks: the fastest programs (this platform's) of each task's nearest stored "
+                                "workloads, replayed on it")
+    tune_verb.add_argument("--transfer-exclude", metavar="NETWORKS",
+                           help="comma-separated networks whose workloads --transfer-from leaves out ('held-out': "
+                                "the standard test networks), e.g. to benchmark on a network the dataset holds")
     tune_verb.add_argument("--task-scheduler", choices=["gradient", "headroom"], default="gradient",
                            help="which task gets the next batch: MetaSchedule's gradient rule (default), or headroom: "
                                 "the task whose weighted latency is furthest above what it would run at the best "

@@ -17,7 +17,9 @@ With ``transferred`` > 0, that many of the first batch's places go to schedules 
 measured program of every other workload in the tuning database, replayed on this task with its tile sizes refitted
 (:mod:`tlp.search.transfer`), the cost model's best-scored ones. On a network whose tasks repeat one structure at
 many shapes, a schedule that measured well on a sibling task is a better first guess than what a model ranks best
-among random programs; which sibling's schedule fits is the model's call.
+among random programs; which sibling's schedule fits is the model's call. With a ``library``
+(:class:`tlp.search.library.ScheduleLibrary`) the transferred schedules come from a dataset instead: the fastest
+stored programs of the task's nearest workloads, replayed on it.
 """
 
 from __future__ import annotations
@@ -27,16 +29,18 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
-from tlp.search.transfer import transferred_schedules
+from tlp.search.transfer import replayed_candidates, transferred_schedules
 
 
 @derived_object
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     """``inner`` (default ``EvolutionarySearch(population_size)``; also :class:`tlp.search.diverse.
     StructureDiverseSearch`) whose first batch for the task holds ``first_batch`` candidates, up to ``transferred``
-    of them other tasks' best schedules replayed on this one."""
+    of them other tasks' best schedules replayed on this one (those of ``library``'s workloads nearest this task's,
+    when given)."""
 
-    def __init__(self, population_size: int, first_batch: int, transferred: int = 0, inner: Any = None) -> None:
+    def __init__(self, population_size: int, first_batch: int, transferred: int = 0, inner: Any = None,
+                 library: Any = None) -> None:
         super().__init__()
         if first_batch < 1:
             raise ValueError(f"first_batch must be at least 1, not {first_batch}")
@@ -45,6 +49,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.population_size = population_size
         self.first_batch = first_batch
         self.transferred = transferred
+        self.library = library
         self.context: Any = None
         self.first_size = first_batch  # the first batch's size for this task's budget
         self.inner = (inner if inner is not None
@@ -102,7 +107,11 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         if database is None or cost_model is None:
             return candidates
         exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
-        transferred = transferred_schedules(database, self.context, exclude, list(design_spaces))
+        if self.library is not None:
+            transferred = replayed_candidates(self.library.records_for(self.mod), self.context, exclude,
+                                              list(design_spaces))
+        else:
+            transferred = transferred_schedules(database, self.context, exclude, list(design_spaces))
         if not transferred:
             return candidates
         scores = cost_model.predict(self.context, transferred)
@@ -118,4 +127,4 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     def clone(self) -> Any:
         # A Python strategy's own clone(): through TVM's FFI the copy would come back as a bare handle.
         inner = self.inner._inst.clone() if hasattr(self.inner, "_inst") else self.inner.clone()
-        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner)
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner, self.library)

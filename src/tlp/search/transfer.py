@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, Iterable
 
 from tlp._tvm import ms, structural_hash, tvm
 from tlp.dataset.store import mean_latency
@@ -110,16 +110,24 @@ def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
 
 def transferred_schedules(database: Any, context: Any, exclude: set[int] = frozenset(),
                           design_spaces: list[Any] | None = None) -> list[Any]:
-    """Measure candidates for ``context``'s task: the best record of every other workload in ``database`` whose
-    trace :func:`fits` one of the task's ``design_spaces`` (default: generated from ``context``), replayed on the
-    task and post-processed; programs whose structural hash is in ``exclude`` left out."""
+    """Measure candidates for ``context``'s task: the best record of every other workload in ``database`` replayed
+    on it (:func:`replayed_candidates`)."""
+    return replayed_candidates(best_records_of_other_workloads(database, context.mod), context, exclude,
+                               design_spaces)
+
+
+def replayed_candidates(records: Iterable[Any], context: Any, exclude: set[int] = frozenset(),
+                        design_spaces: list[Any] | None = None) -> list[Any]:
+    """``records`` (tuning records of other workloads) whose trace :func:`fits` one of the task's ``design_spaces``
+    (default: generated from ``context``), replayed on the task and post-processed, in the records' order; programs
+    whose structural hash is in ``exclude`` (or repeat an earlier one) left out."""
     if design_spaces is None:
         design_spaces = context.space_generator.generate_design_space(context.mod)
     spaces = [structure(space.trace) for space in design_spaces]
     postprocs = list(context.space_generator.postprocs)
     seen = set(exclude)
     candidates = []
-    for record in best_records_of_other_workloads(database, context.mod):
+    for record in records:
         if not fits(structure(record.trace), spaces):
             continue
         sch = replay_on(record.trace, context.mod)

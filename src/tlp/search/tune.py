@@ -67,6 +67,11 @@ class TuneConfig:
     # Of those, how many are other tasks' best schedules replayed on the task (tlp.search.transfer), the cost model's
     # best-scored ones; needs a first round smaller than a batch.
     first_round_transferred: int = 0
+    # Where those transferred schedules come from: None, the other tasks of this run; a dataset path, the dataset's
+    # fastest programs (this platform's) of each task's nearest stored workloads (tlp.search.library), leaving out
+    # the workloads of ``transfer_exclude_networks`` (a benchmark on held-out networks).
+    transfer_from: str | None = None
+    transfer_exclude_networks: tuple[str, ...] = ()
     # Which task gets the next batch: MetaSchedule's gradient rule, or each task's distance from the best throughput
     # the run has reached (tlp.search.scheduler.HeadroomScheduler).
     task_scheduler: str = "gradient"
@@ -196,7 +201,7 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
 
 
 # ---- tuning ------------------------------------------------------------------------------------------------
-def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig) -> list[Any]:
+def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None) -> list[Any]:
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
     # MetaSchedule's logging config lists its logger's handlers by name and fails on an unnamed one (pytest's
     # capture handlers, a notebook's own): set those aside while it configures, then give them back.
@@ -210,12 +215,26 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig)
         for handler in unnamed:
             ms_logger.addHandler(handler)
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
-                           search_strategy=_search_strategy(config),
+                           search_strategy=_search_strategy(config, library),
                            task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
             for i, (task, logger) in enumerate(zip(tunable.tasks, loggers))]
 
 
-def _search_strategy(config: TuneConfig) -> Any:
+def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
+    """The dataset's schedule library for ``--transfer-from`` (None without one)."""
+    if not config.transfer_from:
+        return None
+    if not config.first_round_transferred:
+        raise TLPError("a schedule library fills first-round places: set first_round_transferred (tlp tune "
+                       "--first-round-transferred K) with transfer_from")
+    from tlp.search.library import ScheduleLibrary  # pylint: disable=import-outside-toplevel
+
+    platform = Platform.host(parse_target(target_json))
+    return ScheduleLibrary.from_dataset(Dataset(config.transfer_from), platform.id,
+                                        exclude_networks=config.transfer_exclude_networks)
+
+
+def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
     if config.max_per_structure or config.new_structures:
         # No cap given: one structure may fill a batch, as without spreading.
         evolution = StructureDiverseSearch(config.population, config.max_per_structure or config.trials_per_iter,
@@ -224,7 +243,7 @@ def _search_strategy(config: TuneConfig) -> Any:
         evolution = ms.search_strategy.EvolutionarySearch(population_size=config.population)
     first = config.first_round_trials
     if first is not None and first < config.trials_per_iter:
-        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution)
+        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution, library)
     if config.first_round_transferred:
         raise TLPError("transferred schedules take places of a first round smaller than a batch: set "
                        "first_round_trials below trials_per_iter")
@@ -270,10 +289,13 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
     stop = {"requested": False}
     interrupted = False
     started = time.monotonic()
-    cost_model = None  # a re-run with the budget already spent builds none
+    cost_model = library = None  # a re-run with the budget already spent builds neither
     if remaining > 0 and config.compile:
         check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
     if remaining > 0:
+        library_started = time.monotonic()
+        library = _schedule_library(config, target_json)  # before any measuring: a bad dataset fails fast
+        library_s = time.monotonic() - library_started
         measurer = Measurer(target_json, config.measure)
         progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best, stop)
         # OriginLog after AddToDatabase: which programs each batch measured, in which round, guided by which model.
@@ -287,7 +309,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
             1, config.trials_per_task - min(done_per_task))
         try:
             with _stop_on_ctrl_c(stop):
-                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config), task_weights=weights,
+                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config, library), task_weights=weights,
                                    work_dir=str(work_dir), max_trials_global=remaining, max_trials_per_task=per_task,
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
                                    runner=measurer.runner, database=database, cost_model=cost_model,
@@ -325,6 +347,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         # How much of this run's wall time the TLP model took (reading traces, featurizing, its network).
         report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
         report["candidates_scored"] = cost_model.candidates_scored
+    if remaining > 0 and library is not None:
+        report["transfer_library_s"] = round(library_s, 1)  # reading the dataset's library, before any batch
     if added is not None:
         report["dataset"] = {"path": config.dataset, **asdict(added)}
     (work_dir / "report.json").write_text(json.dumps(report, indent=1))

@@ -1,0 +1,107 @@
+"""The schedule library: a dataset's fastest programs of a task's nearest stored workloads, replayed on the task."""
+
+import math
+
+import pytest
+
+from tlp._tvm import ms, tvm
+from tlp.search.library import LibraryError, ScheduleLibrary, extent_distance
+from tlp.search.transfer import replayed_candidates
+
+
+def test_extent_distance_needs_the_same_blocks_and_grows_with_the_shape_gap():
+    dense_64 = {"T_matmul_NT": [64, 64, 64], "root": []}
+    dense_128 = {"T_matmul_NT": [64, 128, 64], "root": []}
+    dense_512 = {"T_matmul_NT": [512, 512, 512], "root": []}
+    assert extent_distance(dense_64, dense_64) == 0.0
+    assert extent_distance(dense_64, dense_128) == pytest.approx(math.log(2))
+    assert extent_distance(dense_64, dense_128) < extent_distance(dense_64, dense_512)
+    assert extent_distance(dense_64, {"T_softmax_maxelem": [1, 1000], "root": []}) == math.inf
+    assert extent_distance(dense_64, {"T_matmul_NT": [64, 64], "root": []}) == math.inf  # another loop nest
+    assert extent_distance({"b": [-1, 8]}, {"b": [-1, 16]}) == pytest.approx(math.log(2))  # equal symbolic extents
+
+
+@pytest.fixture(scope="module")
+def dense_256(host_platform):
+    from tlp.workloads import load_tasks
+
+    return load_tasks(["dense_256x256x256"], host_platform.target)[0]
+
+
+def _context(task, target):
+    return ms.TuneContext(mod=task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
+                          search_strategy=ms.search_strategy.EvolutionarySearch(population_size=8),
+                          task_name=task.name, num_threads=1)
+
+
+def _stored(dataset, platform_id):
+    """(workload key, latency) of every valid stored program, fastest first."""
+    store = dataset.store(platform_id)
+    return sorted(((p.workload_key, p.latency) for p in store.latest_programs().values() if p.latency),
+                  key=lambda pair: pair[1])
+
+
+def test_a_dense_task_gets_the_stored_dense_workloads_fastest_programs_replayed(collected, host_platform, dense_256):
+    """The tiny collection holds a 64³ dense and a softmax: a 256³ dense's nearest workload is the dense (the
+    softmax has other blocks), its records are that dense's two fastest programs, and they replay on the 256³ loops."""
+    dataset, _ = collected
+    library = ScheduleLibrary.from_dataset(dataset, host_platform.id, per_workload=2)
+    assert len(library) == 2  # both collected workloads
+    nearest = library.nearest(dense_256.mod, 4)
+    assert len(nearest) == 1 and "T_matmul_NT" in nearest[0][1].extents  # the softmax is never a source
+    dense_key = nearest[0][1].key
+    fastest = [latency for key, latency in _stored(dataset, host_platform.id) if key == dense_key][:2]
+    assert [latency for latency, _, _ in nearest[0][1].programs] == fastest
+    records = library.records_for(dense_256.mod)
+    assert len(records) == 2
+    replayed = replayed_candidates(records, _context(dense_256, host_platform.target))
+    assert replayed  # (two programs may refit to one: then one candidate)
+    for candidate in replayed:
+        tiles = [[int(d) for d in decision] for inst, decision in candidate.sch.trace.decisions.items()
+                 if inst.kind.name == "SamplePerfectTile"]
+        assert tiles and all(math.prod(t) == 256 for t in tiles)  # refitted to the new loops
+
+
+def test_excluded_networks_are_left_out_and_a_misspelt_one_is_an_error(collected, host_platform):
+    dataset, _ = collected
+    networks = {n for entry in dataset.catalogue().values() for n in entry.get("networks", {})}
+    with pytest.raises(LibraryError, match="no valid program"):
+        ScheduleLibrary.from_dataset(dataset, host_platform.id, exclude_networks=networks)
+    with pytest.raises(LibraryError, match="no network resnet_5O in the task catalogue"):
+        ScheduleLibrary.from_dataset(dataset, host_platform.id, exclude_networks=["resnet_5O"])
+    with pytest.raises(LibraryError, match="per_workload must be at least 1"):
+        ScheduleLibrary.from_dataset(dataset, host_platform.id, per_workload=0)
+
+
+def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(collected, tmp_path, host_platform,
+                                                                                 dense_256, fast_measure):
+    """``tlp tune --first-round-trials 2 --first-round-transferred 1 --transfer-from D``: with a random model (whose
+    pick among the replayed programs is any of them) one of the first two measured programs is a replayed one."""
+    from tlp.search.sources import Tunable
+    from tlp.search.tune import TuneConfig, tune
+
+    dataset, _ = collected
+    work_dir = tmp_path / "library"
+    config = TuneConfig(trials=2, trials_per_iter=4, first_round_trials=2, first_round_transferred=1,
+                        transfer_from=str(dataset.path), cost_model="random", population=16, compile=False,
+                        measure=fast_measure)
+    report = tune(Tunable("dense-256", [dense_256]), host_platform.target, work_dir, config)
+    assert report["trials"] == 2
+    measured = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural").get_all_tuning_records()
+    library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
+    replayed = replayed_candidates(library.records_for(dense_256.mod), _context(dense_256, host_platform.target))
+    replayed_decisions = [_decisions(c.sch.trace) for c in replayed]
+    assert any(_decisions(record.trace) in replayed_decisions for record in measured)
+
+
+def _decisions(trace) -> list:
+    return [(inst.kind.name, str(decision)) for inst, decision in trace.decisions.items()]
+
+
+def test_a_library_needs_transferred_places(collected):
+    from tlp import TLPError
+    from tlp.search.tune import TuneConfig, _schedule_library
+
+    dataset, _ = collected
+    with pytest.raises(TLPError, match="set first_round_transferred"):
+        _schedule_library(TuneConfig(transfer_from=str(dataset.path)), {"kind": "llvm"})
