@@ -45,6 +45,7 @@ from tlp.search.report import curve_points
 from tlp.search.sources import resolve
 from tlp.search.task_profile import design_space_decisions
 from tlp.search.tune import TuneConfig, tune
+from tlp.workloads import held_out_networks
 
 MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
           # 10x the online learning rate: late in a search XGBoost, learning the task from scratch, catches up with
@@ -71,6 +72,13 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           "tlp-online-lr3-warm-headroom-diverse-new": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                            online_min_task_measurements=3, task_scheduler="headroom",
                                                            max_per_structure=2, new_structures=1),
+          # the headroom setting with one of each task's first-round places for the model's pick among the dataset's
+          # fastest programs of the task's nearest stored workloads (tlp.search.library), the held-out networks'
+          # workloads left out: the first round decides a network's latency at ~100 trials
+          "tlp-online-lr3-warm-headroom-library": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                       online_min_task_measurements=3, task_scheduler="headroom",
+                                                       first_round_transferred=1, transfer_from="datasets/tlp-cpu",
+                                                       transfer_exclude_networks=tuple(held_out_networks())),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
           # (tlp.search.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found layer_norm's
@@ -189,6 +197,8 @@ def main() -> None:
                 config = TuneConfig(trials=args.trials, trials_per_iter=batch, first_round_trials=first, seed=seed,
                                     compile=False, measure=MeasureConfig(), model_path=checkpoint, **settings)
                 report = tune(tunable, target, work_dir, config)
+                # a schedule library is read before the first batch, outside the history's clock: count it
+                setup_s += report.get("transfer_library_s", 0.0)
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
                 runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,
