@@ -198,7 +198,7 @@ def main() -> None:
                                     compile=False, measure=MeasureConfig(), model_path=checkpoint, **settings)
                 report = tune(tunable, target, work_dir, config)
                 # a schedule library is read before the first batch, outside the history's clock: count it
-                setup_s += report.get("transfer_library_s", 0.0)
+                setup_s += report.get("transfer_library", {}).get("seconds", 0.0)
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
                 runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,

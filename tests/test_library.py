@@ -87,6 +87,7 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
                         measure=fast_measure)
     report = tune(Tunable("dense-256", [dense_256]), host_platform.target, work_dir, config)
     assert report["trials"] == 2
+    assert report["transfer_library"]["workloads"] == 2 and report["transfer_library"]["skipped"] == {}
     measured = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural").get_all_tuning_records()
     library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
     replayed = replayed_candidates(library.records_for(dense_256.mod), _context(dense_256, host_platform.target))

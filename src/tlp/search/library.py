@@ -63,9 +63,11 @@ def extent_distance(a: dict[str, list[int]], b: dict[str, list[int]]) -> float:
 class ScheduleLibrary:
     """The fastest stored programs of many workloads on one platform, looked up by a task's nearest workloads."""
 
-    def __init__(self, workloads: list[LibraryWorkload], target_json: dict[str, Any]) -> None:
+    def __init__(self, workloads: list[LibraryWorkload], target_json: dict[str, Any],
+                 skipped: dict[str, int] | None = None) -> None:
         self.workloads = workloads
         self.target_json = target_json
+        self.skipped = dict(skipped or {})  # stored records left out as unreadable, by reason
 
     def __len__(self) -> int:
         return len(self.workloads)
@@ -86,7 +88,8 @@ class ScheduleLibrary:
             raise LibraryError(f"{dataset.path}: no network {', '.join(sorted(excluded - known))} in the task "
                                f"catalogue to leave out (networks there: {', '.join(sorted(known))})")
         fastest: dict[str, list[tuple[float, Any, Any]]] = {}
-        for program in store.latest_programs(ReadReport()).values():
+        report = ReadReport()
+        for program in store.latest_programs(report).values():
             latency = program.latency
             if latency is None or set(catalogue.get(program.workload_key, {}).get("networks", {})) & excluded:
                 continue
@@ -103,7 +106,7 @@ class ScheduleLibrary:
         if not workloads:
             raise LibraryError(f"{dataset.path}: no valid program of platform {platform_id} outside "
                                f"{', '.join(sorted(excluded)) or 'no excluded network'}")
-        return cls(workloads, store.platform.target)
+        return cls(workloads, store.platform.target, report.skipped)
 
     def nearest(self, mod: Any, count: int) -> list[tuple[float, LibraryWorkload]]:
         """Up to ``count`` stored workloads of ``mod``'s blocks, nearest in extents first (``mod`` itself included

@@ -348,7 +348,9 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         report["cost_model_time_s"] = {k: round(v, 2) for k, v in cost_model.seconds.items()}
         report["candidates_scored"] = cost_model.candidates_scored
     if remaining > 0 and library is not None:
-        report["transfer_library_s"] = round(library_s, 1)  # reading the dataset's library, before any batch
+        # reading the dataset's library happens before any batch, outside the history's clock
+        report["transfer_library"] = {"dataset": config.transfer_from, "workloads": len(library),
+                                      "seconds": round(library_s, 1), "skipped": library.skipped}
     if added is not None:
         report["dataset"] = {"path": config.dataset, **asdict(added)}
     (work_dir / "report.json").write_text(json.dumps(report, indent=1))
