@@ -83,8 +83,8 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
           # (tlp.search.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found layer_norm's
           # fast structure (reductions at their consumers) that TLP's prior never ranks high. Its BERT-tiny run ran
-          # beside other work and was discarded; one clean run, MobileNetV2 on a Zen 4 seed 1: 339 trials to
-          # XGBoost's final, 2.95x (benchmarks/README.md, "MobileNetV2 on a Zen 4 again")
+          # beside other work and was discarded; MobileNetV2 on a Zen 4, seeds 1-2: 1.25-2.95x fewer trials to
+          # XGBoost's final, below spreading (benchmarks/README.md, "MobileNetV2 on a Zen 4 again")
           "tlp-online-lr3-warm-headroom-blend": dict(cost_model="tlp+xgb", online_steps=5, online_lr=1e-3,
                                                      online_min_task_measurements=3, task_scheduler="headroom"),
           # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
