@@ -104,8 +104,9 @@ class ScheduleLibrary:
             programs.sort(key=lambda entry: entry[0])
             workloads.append(LibraryWorkload(key, workload, block_extents(workload.mod), programs[:per_workload]))
         if not workloads:
-            raise LibraryError(f"{dataset.path}: no valid program of platform {platform_id} outside "
-                               f"{', '.join(sorted(excluded)) or 'no excluded network'}")
+            outside = f" outside {', '.join(sorted(excluded))}" if excluded else ""
+            raise LibraryError(f"{dataset.path}: no valid program of platform {platform_id}{outside} to build a "
+                               "schedule library from")
         return cls(workloads, store.platform.target, report.skipped)
 
     def nearest(self, mod: Any, count: int) -> list[tuple[float, LibraryWorkload]]:
