@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 
-def best_at(history: list[dict[str, Any]], trials: int) -> list[float | None]:
-    """Each task's best recorded latency (s) after the last batch that ended at or before ``trials``."""
-    best: list[float | None] = [None] * len(history[0]["best_s"]) if history else []
+def best_at(history: list[dict[str, Any]], trials: int, tasks: int) -> list[float | None]:
+    """Each of ``tasks`` tasks' best recorded latency (s) after the last batch that ended at or before ``trials``
+    (None: not measured by then)."""
+    best: list[float | None] = [None] * tasks
     for entry in history:
         if entry["trials"] > trials:
             break
@@ -49,7 +50,7 @@ def task_table(runs: dict[str, dict[str, Any]], counts: list[int]) -> list[dict[
         for label, run in runs.items():
             at = {}
             for count in counts:
-                latency = best_at(run["history"], count)[i]
+                latency = best_at(run["history"], count, len(names))[i]
                 at[str(count)] = None if latency is None else latency * row["weight"] * 1e6
             row["runs"][label] = {"trials": run["tasks"][i]["trials"], "weighted_us_at": at}
         rows.append(row)
