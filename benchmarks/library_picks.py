@@ -9,6 +9,9 @@ kept) and reports per task: how many replayed, the nearest source's distance, th
 and the TLP model's first and best-of-two picks among them (what ``tlp tune --transfer-from`` measures). Run alone.
 
     .venv/bin/python benchmarks/library_picks.py --workload mobilenet_v2 --out benchmarks/results/library_picks_zen4_mobilenet_v2.json
+    # then, measuring nothing: against tuning runs' first rounds (each task's best after --at trials)
+    .venv/bin/python benchmarks/library_picks.py --compare benchmarks/results/library_picks_zen4_mobilenet_v2.json \
+        --runs RUN_DIR... --at 66
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -31,6 +35,38 @@ from tlp.search.sources import resolve
 from tlp.search.transfer import replayed_candidates
 from tlp.workloads import held_out_networks
 
+from task_curves import read_run, task_table
+
+
+def compare(result: dict, run_dirs: list[Path], trials: int) -> None:
+    """Per run: Σ weight × latency of its first round (each task's best after ``trials``), and of per task the
+    better of that and the library's pick (model's first, best of 2, oracle); and on how many tasks the library's
+    oracle and the model's first pick beat the runs' median first-round pick. Timings of different moments:
+    estimates."""
+    runs = {d.name: read_run(d) for d in run_dirs}
+    rows = {row["task"]: row for row in task_table(runs, [trials])}
+    missing = [t["task"] for t in result["tasks"] if t["task"] not in rows]
+    if missing:
+        raise SystemExit(f"the runs have no task {', '.join(missing[:3])}...: not the network of the library result")
+    picks = ("model_first_us", "model_best_of_2_us", "oracle_us")
+    beats = {key: 0 for key in picks}
+    for task in result["tasks"]:
+        firsts = [r["weighted_us_at"][str(trials)] for r in rows[task["task"]]["runs"].values()]
+        median = statistics.median(x for x in firsts if x is not None)
+        for key in picks:
+            beats[key] += task[key] is not None and task[key] < median
+    print(f"tasks where the library's pick beats the runs' median first-round pick (of {len(result['tasks'])}): "
+          + ", ".join(f"{k} {v}" for k, v in beats.items()))
+    for name in runs:
+        first, better = 0.0, {key: 0.0 for key in picks}
+        for task in result["tasks"]:
+            own = rows[task["task"]]["runs"][name]["weighted_us_at"][str(trials)]
+            first += own
+            for key in picks:
+                better[key] += min(own, task[key]) if task[key] is not None else own
+        print(f"{name}: first round {first / 1e3:.2f} ms; with the library's pick per task, the better of the two: "
+              + ", ".join(f"{k} {v / 1e3:.2f}" for k, v in better.items()))
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,8 +75,16 @@ def main() -> None:
     parser.add_argument("--nearest", type=int, default=4, help="stored workloads per task")
     parser.add_argument("--per-workload", type=int, default=2, help="fastest programs per stored workload")
     parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--compare", type=Path, metavar="RESULT", help="an earlier --out: compare, measure nothing")
+    parser.add_argument("--runs", type=Path, nargs="+", default=[], help="tuning work dirs (with --compare)")
+    parser.add_argument("--at", type=int, default=66, help="trials that end the runs' first round (with --compare)")
     args = parser.parse_args()
+    if args.compare:
+        compare(json.loads(args.compare.read_text()), args.runs, args.at)
+        return
+    if args.out is None:
+        parser.error("--out is required (or --compare)")
     target_json = host_target()
     target = tvm.target.Target(target_json)
     platform_id = Platform.host().id
