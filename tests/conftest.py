@@ -38,6 +38,22 @@ def tlp_cli(args: list[str], check: bool = False) -> subprocess.CompletedProcess
     return result
 
 
+def tune_context(task, target, strategy="evolutionary", rand_state: int = -1):
+    """A MetaSchedule tuning context of ``task`` on ``target`` (one thread; an 8-program evolutionary population
+    unless ``strategy`` names another; ``rand_state`` -1: seeded from the clock), the way the search builds one."""
+    from tlp._tvm import ms, tvm
+
+    if strategy == "evolutionary":
+        strategy = ms.search_strategy.EvolutionarySearch(population_size=8)
+    return ms.TuneContext(mod=task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
+                          search_strategy=strategy, task_name=task.name, rand_state=rand_state, num_threads=1)
+
+
+def trace_decisions(trace) -> list:
+    """A trace's sampled decisions in order (tile sizes, unroll, compute locations): what makes one program."""
+    return [(inst.kind.name, str(decision)) for inst, decision in trace.decisions.items()]
+
+
 @pytest.fixture(scope="session")
 def host_platform():
     from tlp.platform import Platform

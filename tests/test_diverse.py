@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 from tvm.ir.utils import derived_object
 
-from tlp._tvm import ms, structural_hash, tvm
+from tlp._tvm import ms, structural_hash
 from tlp.search.diverse import StructureDiverseSearch, spread_over_structures, structure_of
+
+from conftest import tune_context
 
 
 def test_a_batch_takes_the_best_of_each_structure_before_a_third_of_one():
@@ -17,11 +19,6 @@ def test_a_batch_takes_the_best_of_each_structure_before_a_third_of_one():
     assert spread_over_structures(ranked[:2], 4, 1) == [0, 1]
 
 
-def _context(task, target, strategy):
-    return ms.TuneContext(mod=task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
-                          search_strategy=strategy, task_name=task.name, rand_state=1, num_threads=1)
-
-
 @pytest.fixture(scope="module")
 def softmax(host_platform):
     from tlp.workloads import load_tasks
@@ -30,7 +27,7 @@ def softmax(host_platform):
 
 
 def test_structure_is_the_non_tile_decisions_of_a_real_trace(softmax, host_platform):
-    context = _context(softmax, host_platform.target, ms.search_strategy.EvolutionarySearch(population_size=8))
+    context = tune_context(softmax, host_platform.target, rand_state=1)
     trace = next(space.trace for space in context.space_generator.generate_design_space(context.mod)
                  if any(inst.kind.name == "SamplePerfectTile" for inst in space.trace.insts))
     structure = structure_of(trace)
@@ -46,7 +43,7 @@ def test_structure_is_the_non_tile_decisions_of_a_real_trace(softmax, host_platf
 
 def test_every_batch_spreads_over_structures_and_the_budget_holds(softmax, host_platform):
     strategy = StructureDiverseSearch(population_size=32, max_per_structure=1)
-    context = _context(softmax, host_platform.target, strategy)
+    context = tune_context(softmax, host_platform.target, strategy, rand_state=1)
     spaces = context.space_generator.generate_design_space(context.mod)
     database = ms.database.MemoryDatabase()
     model = ms.cost_model.RandomModel(seed=0)
@@ -90,7 +87,7 @@ class _MeasuredStructuresFirst(ms.cost_model.PyCostModel):
 def _new_structures_per_batch(task, target, new_structures: int) -> list[int]:
     """How many of each batch's candidates are of structures not measured before, under a model that only exploits."""
     strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, new_structures=new_structures)
-    context = _context(task, target, strategy)
+    context = tune_context(task, target, strategy, rand_state=1)
     measured: set = set()
     strategy.pre_tuning(20, 4, context.space_generator.generate_design_space(context.mod),
                         ms.database.MemoryDatabase(), _MeasuredStructuresFirst(measured))

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from tlp._tvm import ms, tvm
+from conftest import trace_decisions, tune_context
+from tlp._tvm import ms
 from tlp.search.library import LibraryError, ScheduleLibrary, extent_distance
 from tlp.search.transfer import replayed_candidates
 
@@ -28,12 +29,6 @@ def dense_256(host_platform):
     return load_tasks(["dense_256x256x256"], host_platform.target)[0]
 
 
-def _context(task, target):
-    return ms.TuneContext(mod=task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
-                          search_strategy=ms.search_strategy.EvolutionarySearch(population_size=8),
-                          task_name=task.name, num_threads=1)
-
-
 def _stored(dataset, platform_id):
     """(workload key, latency) of every valid stored program, fastest first."""
     store = dataset.store(platform_id)
@@ -54,7 +49,7 @@ def test_a_dense_task_gets_the_stored_dense_workloads_fastest_programs_replayed(
     assert [latency for latency, _, _ in nearest[0][1].programs] == fastest
     records = library.records_for(dense_256.mod)
     assert len(records) == 2
-    replayed = replayed_candidates(records, _context(dense_256, host_platform.target))
+    replayed = replayed_candidates(records, tune_context(dense_256, host_platform.target))
     assert replayed  # (two programs may refit to one: then one candidate)
     for candidate in replayed:
         tiles = [[int(d) for d in decision] for inst, decision in candidate.sch.trace.decisions.items()
@@ -90,13 +85,9 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
     assert report["transfer_library"]["workloads"] == 2 and report["transfer_library"]["skipped"] == {}
     measured = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural").get_all_tuning_records()
     library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
-    replayed = replayed_candidates(library.records_for(dense_256.mod), _context(dense_256, host_platform.target))
-    replayed_decisions = [_decisions(c.sch.trace) for c in replayed]
-    assert any(_decisions(record.trace) in replayed_decisions for record in measured)
-
-
-def _decisions(trace) -> list:
-    return [(inst.kind.name, str(decision)) for inst, decision in trace.decisions.items()]
+    replayed = replayed_candidates(library.records_for(dense_256.mod), tune_context(dense_256, host_platform.target))
+    replayed_decisions = [trace_decisions(c.sch.trace) for c in replayed]
+    assert any(trace_decisions(record.trace) in replayed_decisions for record in measured)
 
 
 def test_a_library_needs_transferred_places(collected):

@@ -13,16 +13,13 @@ from tlp.model.estimator import CheckpointError, TLPModel
 from tlp.search import OnlineTuning, PlatformMismatchWarning, TLPCostModel
 from tlp.workloads.extract import relax_module_from_torch
 
+from conftest import tune_context
+
 
 @pytest.fixture(scope="module")
 def candidates(tiny_tasks, host_platform):
     """Real post-processed candidates of both tiny tasks, as a search hands them to its cost model."""
     return {task.name: (task, CandidateSampler(task, host_platform.target).random(16, seed=5)) for task in tiny_tasks}
-
-
-def _context(task, target):
-    return ms.TuneContext(task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
-                          search_strategy="replay-trace", task_name=task.name, num_threads=1)
 
 
 def test_fast_trace_json_is_exactly_the_database_form(candidates):
@@ -34,7 +31,7 @@ def test_fast_trace_json_is_exactly_the_database_form(candidates):
 def test_cost_model_scores_candidates_positive_and_in_model_order(candidates, tiny_checkpoint, host_platform):
     model = TLPCostModel(tiny_checkpoint, target=host_platform.target)
     for task, batch in candidates.values():
-        context = _context(task, host_platform.target)
+        context = tune_context(task, host_platform.target, "replay-trace")
         scores = model.predict(context, batch)
         assert scores.shape == (len(batch),) and (scores > 0).all() and np.isfinite(scores).all()
         raw = TLPModel.load(tiny_checkpoint).predict([to_plain(c.sch.trace.as_json()) for c in batch],
@@ -96,12 +93,12 @@ def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny
     results = [ms.runner.RunnerResult(p.run_secs, None) for p in measured]
     off = TLPCostModel(tiny_checkpoint, target=host_platform.target)
     before = {k: v.clone() for k, v in off.model.net.state_dict().items()}
-    off.update(_context(task, host_platform.target), batch, results)
+    off.update(tune_context(task, host_platform.target, "replay-trace"), batch, results)
     assert all((before[k] == v).all() for k, v in off.model.net.state_dict().items())  # off by default
 
     on = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=3, lr=1e-3), target=host_platform.target)
     failed = ms.runner.RunnerResult(None, "build failed")  # failures carry no latency and are skipped
-    on.update(_context(task, host_platform.target), batch + batch[:1], results + [failed])
+    on.update(tune_context(task, host_platform.target, "replay-trace"), batch + batch[:1], results + [failed])
     assert on.fine_tune_steps == 3
     assert any((before[k] != v).any() for k, v in on.model.net.state_dict().items())
 
@@ -120,7 +117,7 @@ def test_online_fine_tuning_waits_for_a_task_to_pass_its_first_round(collected, 
     model = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=2, lr=1e-3, min_task_measurements=3),
                          target=host_platform.target)
     before = {k: v.clone() for k, v in model.model.net.state_dict().items()}
-    context = _context(task, host_platform.target)
+    context = tune_context(task, host_platform.target, "replay-trace")
     model.update(context, batch[:2], results[:2])  # a first round of 2: kept, not learnt from
     assert model.fine_tune_steps == 0
     assert all((before[k] == v).all() for k, v in model.model.net.state_dict().items())
@@ -193,7 +190,7 @@ def test_packaged_models_load_by_name_and_score_real_candidates(candidates, host
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PlatformMismatchWarning)  # CI may run on another CPU
             cost_model = TLPCostModel(name, target=host_platform.target)
-        scores = cost_model.predict(_context(task, host_platform.target), batch)
+        scores = cost_model.predict(tune_context(task, host_platform.target, "replay-trace"), batch)
         assert scores.shape == (len(batch),) and np.all(scores > 0) and np.ptp(scores) > 0
         shapes[name] = (cost_model.model.featurizer.config.seq_len, cost_model.model.model_config.hidden)
     assert shapes == {"tlp-cpu": (25, 128), "tlp-cpu-small": (25, 128)}  # the default is an MTL model of the small size
@@ -206,7 +203,7 @@ def test_blended_cost_model_starts_as_tlp_and_brings_xgboost_in_as_the_task_is_m
 
     dataset, _ = collected
     task, batch = candidates["dense_64x64x64"]
-    context = _context(task, host_platform.target)
+    context = tune_context(task, host_platform.target, "replay-trace")
     # XGBoost trains from 4 measurements here (MetaSchedule's default, 100, is more than the tiny collection has).
     xgb = ms.cost_model.XGBModel(num_warmup_samples=4, num_tuning_cores=1)
     blend = BlendedCostModel(TLPCostModel(tiny_checkpoint, target=host_platform.target), xgb, half_weight_at=4)

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from conftest import trace_decisions, tune_context
 from tlp._tvm import ms, structural_hash, tvm
 from tlp.search.transfer import fit_tiles, fits, replay_on, structure, transferred_schedules
 
@@ -18,12 +19,6 @@ def test_tiles_refitted_to_a_new_extent_keep_the_inner_factors():
         assert len(refitted) == len(tiles) and int(math.prod(refitted)) == extent
 
 
-def _context(task, target):
-    return ms.TuneContext(mod=task.mod, target=tvm.target.Target(target), space_generator="post-order-apply",
-                          search_strategy=ms.search_strategy.EvolutionarySearch(population_size=8),
-                          task_name=task.name, num_threads=1)
-
-
 @pytest.fixture(scope="module")
 def convolutions(host_platform):
     from tlp.workloads import load_tasks
@@ -33,7 +28,7 @@ def convolutions(host_platform):
 
 
 def test_a_convolution_schedule_replays_on_another_shape_and_not_on_a_dense(convolutions, host_platform):
-    source, other_shape, dense = (_context(t, host_platform.target) for t in convolutions)
+    source, other_shape, dense = (tune_context(t, host_platform.target) for t in convolutions)
     for space in source.space_generator.generate_design_space(source.mod):
         replayed = replay_on(space.trace, other_shape.mod)
         assert replayed is not None and all(p.apply(replayed) for p in other_shape.space_generator.postprocs)
@@ -47,8 +42,8 @@ def test_a_convolution_schedule_replays_on_another_shape_and_not_on_a_dense(conv
 def test_only_traces_of_the_tasks_own_structure_are_transferred(convolutions, host_platform):
     """A trace touching the root block only (as a reshape's does) replays on a convolution and would leave it
     unscheduled: it is not transferred, nor is a dense's; the other convolution's is."""
-    source, target, dense = (_context(t, host_platform.target) for t in convolutions)
-    softmax = _context(*_load(["softmax_1x1000"], host_platform), host_platform.target)
+    source, target, dense = (tune_context(t, host_platform.target) for t in convolutions)
+    softmax = tune_context(*_load(["softmax_1x1000"], host_platform), host_platform.target)
     root_only = tvm.s_tir.Schedule(softmax.mod)
     root_only.annotate(root_only.get_sblock("root"), "meta_schedule.parallel", 16)
     assert replay_on(root_only.trace, target.mod) is not None  # it would replay: the structure check is needed
@@ -93,14 +88,9 @@ def test_tuning_gives_a_first_round_place_to_the_sibling_tasks_best_schedule(tmp
     database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     first, second = (database.get_top_k(database.commit_workload(t.mod), 10) for t in tasks)
     assert len(first) == 2 and len(second) == 2  # all four measured (a replayed program runs like any other)
-    sibling_best = transferred_schedules(_database_of(first, tmp_path), _context(tasks[1], host_platform.target))
+    sibling_best = transferred_schedules(_database_of(first, tmp_path), tune_context(tasks[1], host_platform.target))
     assert len(sibling_best) == 1
-    assert _decisions(sibling_best[0].sch.trace) in [_decisions(record.trace) for record in second]
-
-
-def _decisions(trace) -> list:
-    """A trace's sampled decisions in order (tile sizes, unroll, compute locations): what makes one program."""
-    return [(inst.kind.name, str(decision)) for inst, decision in trace.decisions.items()]
+    assert trace_decisions(sibling_best[0].sch.trace) in [trace_decisions(record.trace) for record in second]
 
 
 def _database_of(records, tmp_path):
