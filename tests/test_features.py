@@ -96,7 +96,7 @@ def test_round_trip_and_version_check(traces):
 
 
 def test_feature_report_on_real_programs(collected, host_platform):
-    from tlp.features.report import feature_report, format_feature_report
+    from tlp.features.report import feature_report, format_feature_report, operator_family
     from tlp.features.tensors import load_programs
 
     dataset, _ = collected
@@ -104,10 +104,40 @@ def test_feature_report_on_real_programs(collected, host_platform):
     report = feature_report(programs)
     assert sum(report["length_histogram"].values()) == len(programs.traces)
     assert set(report["configs"]) == {"25x22", "80x22"}
-    full = report["configs"]["80x22"]
+    full, paper = report["configs"]["80x22"], report["configs"]["25x22"]
     assert full["cropped_traces"] == 0.0 and full["collision_rate"] == 0.0  # v2 features separate every program
-    assert report["configs"]["25x22"]["cropped_traces"] > 0.5  # MetaSchedule traces are longer than Ansor's 25
-    assert "length histogram" in format_feature_report(report)
+    assert full["postprocessing_read"] == 1.0  # every stored program was post-processed, and 80 rows read it all
+    assert paper["cropped_traces"] > 0.5  # MetaSchedule traces are longer than Ansor's 25
+    names = {programs.catalogue[k]["name"] for k in programs.task_keys}
+    assert set(paper["families"]) == {operator_family(name) for name in names}
+    assert sum(f["programs"] for f in paper["families"].values()) == len(programs.traces)
+    # the compact form reads more of each trace in the same 25 rows
+    compact = feature_report(programs, FeatureConfig(compact=True))["configs"]["25x22"]
+    assert compact["postprocessing_read"] >= paper["postprocessing_read"]
+    assert all(compact["families"][f]["rows_median"] < paper["families"][f]["rows_median"] for f in paper["families"])
+    text = format_feature_report(report)
+    assert "length histogram" in text and "per operator family" in text
+
+
+def test_row_span_counts_the_rows_a_whole_trace_is_laid_out_in(traces):
+    programs, extents = traces
+    jsons = [p.trace_json for p in programs]
+    for compact in (False, True):
+        featurizer = TraceFeaturizer(FeatureConfig(seq_len=200, compact=compact)).fit(jsons)
+        postproc = featurizer.config.columns()["postproc"].start
+        for trace, rows in zip(jsons, featurizer.transform(jsons, extents)):
+            span, start = featurizer.row_span(trace)
+            assert span == int((rows[:, 0] != 0).sum())  # every laid-out row has a kind; padding has none
+            assert start == int(np.argmax(rows[:, postproc] > 0))  # the first row the post-processing flag marks
+
+
+def test_operator_family_drops_numbering_and_shapes():
+    from tlp.features.report import operator_family
+
+    assert operator_family("fused_conv2d20_add25_tir_clip8") == "fused_conv2d_add_tir_clip"
+    assert operator_family("conv2d_nchw_1x64x56x56_o64_k3_s1_p1_d1") == "conv2d_nchw"
+    assert operator_family("layer_norm_128x768") == operator_family("layer_norm") == "layer_norm"
+    assert operator_family("matmul1") == "matmul" and operator_family("take") == "take"
 
 
 def test_compact_form_leaves_out_bookkeeping_and_keeps_decisions_in_their_rows(traces):

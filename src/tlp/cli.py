@@ -240,7 +240,7 @@ def cmd_features(args: argparse.Namespace) -> int:
     if programs.record_format != "metaschedule":
         raise DatasetError(f"tlp features reports on MetaSchedule traces; this platform holds {programs.record_format} "
                            "records")
-    report = feature_report(programs, FeatureConfig(seq_len=args.seq_len))
+    report = feature_report(programs, FeatureConfig(seq_len=args.seq_len, compact=args.compact_traces))
     print(json.dumps(report, indent=1) if args.json else format_feature_report(report))
     return 0
 
@@ -551,6 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     features.add_argument("dataset", nargs="?", default=DEFAULT_DATASET)
     features.add_argument("--platform", help="platform id (needed when the dataset has several)")
     features.add_argument("--seq-len", type=int, default=80, help="crop to report besides the paper's 25")
+    features.add_argument("--compact-traces", action="store_true",
+                          help="count rows as the compact form lays them out (bookkeeping left out; the shipped "
+                               "model's form)")
     features.add_argument("--json", action="store_true")
     features.set_defaults(func=cmd_features)
 

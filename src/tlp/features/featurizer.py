@@ -195,6 +195,17 @@ class TraceFeaturizer:
                 producer[name] = (position, output_index)
         return rows, row_numbers, row_of
 
+    def row_span(self, trace: Any) -> tuple[int, int | None]:
+        """(rows ``trace`` takes uncropped, the row its post-processing starts at, None without one): what a crop of
+        ``seq_len`` rows reads of it. Counts rows as ``transform_one`` lays them out (compact or not)."""
+        rows, postproc_row = 0, None
+        for kind, _inputs, _attrs, _outputs in trace[0]:
+            if kind == "EnterPostproc" and postproc_row is None:
+                postproc_row = rows
+            if not (self.config.compact and kind in BOOKKEEPING_KINDS):
+                rows += 1
+        return rows, postproc_row
+
     def _row(self, inst: Any, links: tuple[float | None, ...], postproc: float,
              extents: dict[str, list[int]] | None) -> tuple[np.ndarray, list[float]]:
         """One instruction's row (decisions not included) and its numbers; ``links[i]``: the producer distance of
