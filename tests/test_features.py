@@ -170,3 +170,13 @@ def test_compact_form_leaves_out_bookkeeping_and_keeps_decisions_in_their_rows(t
     data = full.to_json()
     del data["config"]["compact"]
     assert not TraceFeaturizer.from_json(data).config.compact
+
+
+def test_features_command_reports_the_compact_crop(collected, host_platform):
+    from conftest import tlp_cli
+
+    dataset, _ = collected
+    result = tlp_cli(["features", str(dataset.path), "--platform", host_platform.id, "--compact-traces",
+                      "--seq-len", "40"], check=True)
+    assert "crop 40x22 (compact rows (bookkeeping left out))" in result.stdout
+    assert "per operator family" in result.stdout
