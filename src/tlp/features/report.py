@@ -130,7 +130,7 @@ def format_feature_report(report: dict[str, Any], max_families: int = 20) -> str
               f"  {'family':32s} {'programs':>8s} {'rows':>5s}  " + "  ".join(f"{n:>13s}" for n in names)]
     first = report["configs"][names[0]]["families"]
     for family in list(first)[:max_families]:
-        cells = "  ".join(f"{100 * report['configs'][n]['families'][family]['cut']:5.0f}% /{100 * report['configs'][n]['families'][family]['postprocessing_read']:4.0f}%"
-                          for n in names)
+        rows = [report["configs"][name]["families"][family] for name in names]
+        cells = "  ".join(f"{100 * row['cut']:5.0f}% /{100 * row['postprocessing_read']:4.0f}%" for row in rows)
         lines.append(f"  {family[:32]:32s} {first[family]['programs']:8d} {first[family]['rows_median']:5.0f}  {cells}")
     return "\n".join(lines)
