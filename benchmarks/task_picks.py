@@ -28,9 +28,10 @@ from tlp.model.estimator import TLPModel
 from tlp.workloads import held_out_networks
 
 
-def _picks(programs: LabeledPrograms, scores: dict[str, np.ndarray], key: str) -> tuple[np.ndarray, dict[str, float]]:
-    """A task's latencies and each model's first pick / best."""
-    index = np.nonzero(np.array(programs.task_keys) == key)[0]
+def _picks(programs: LabeledPrograms, task_keys: np.ndarray, scores: dict[str, np.ndarray], key: str
+           ) -> tuple[np.ndarray, dict[str, float]]:
+    """A task's latencies and each model's first pick / best (``task_keys``: ``programs.task_keys`` as an array)."""
+    index = np.nonzero(task_keys == key)[0]
     latencies = programs.latencies[index]
     return latencies, {name: float(latencies[np.argmax(s[index])] / latencies.min()) for name, s in scores.items()}
 
@@ -60,8 +61,9 @@ def main() -> None:
                       key=lambda k: (programs.catalogue[k].get("name", k), k))
         chosen = programs.subset(np.isin(np.array(programs.task_keys), keys))
         scores = _scores(chosen, args.model, args.platform)
+        chosen_keys = np.array(chosen.task_keys)
         for key in keys:
-            latencies, picks = _picks(chosen, scores, key)
+            latencies, picks = _picks(chosen, chosen_keys, scores, key)
             networks = sorted(programs.networks_of(key))
             split = "held-out" if set(networks) & set(held_out_networks()) else "training"
             rows.append({"task": programs.catalogue[key].get("name", key), "key": key, "networks": networks,
@@ -73,10 +75,11 @@ def main() -> None:
         networks = args.networks.split(",")
         _, test = programs.split_by_network(set(networks))
         scores = _scores(test, args.model, args.platform)
+        test_keys = np.array(test.task_keys)
         for network in networks:
             listed = []
             for key in sorted(k for k in set(test.task_keys) if network in test.networks_of(k)):
-                latencies, picks = _picks(test, scores, key)
+                latencies, picks = _picks(test, test_keys, scores, key)
                 weight = test.catalogue[key]["networks"][network]
                 listed.append({"network": network, "task": test.catalogue[key].get("name", key), "key": key,
                                "programs": len(latencies), "weight": weight,
