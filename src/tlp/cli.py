@@ -261,18 +261,19 @@ def _train_platforms(dataset: Any, args: argparse.Namespace) -> list[str]:
 
 
 def _feature_config(dataset: Any, platform_id: str, record_format: str, seq_len: int | None,
-                    compact: bool = False) -> Any:
+                    compact: bool = False, canonical_names: bool = False) -> Any:
     """What the dataset's records need: trace rows (default 80 long; ``compact``: bookkeeping instructions left
-    out) or the paper's Ansor step rows."""
+    out; ``canonical_names``: block names without their numbering) or the paper's Ansor step rows."""
     # pylint: disable=import-outside-toplevel
     from tlp.features.ansor_steps import AnsorStepConfig
     from tlp.features.featurizer import FeatureConfig
 
     if record_format == "ansor":
-        if compact:
-            raise TLPError(f"--compact-traces: platform {platform_id} holds Ansor steps, not MetaSchedule traces")
+        if compact or canonical_names:
+            flag = "--compact-traces" if compact else "--canonical-names"
+            raise TLPError(f"{flag}: platform {platform_id} holds Ansor steps, not MetaSchedule traces")
         return AnsorStepConfig.paper(str(dataset.store(platform_id).platform.target.get("kind")), seq_len)
-    return FeatureConfig(seq_len=seq_len or 80, compact=compact)
+    return FeatureConfig(seq_len=seq_len or 80, compact=compact, canonical_names=canonical_names)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -304,7 +305,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.transfer_shapes and record_format != "metaschedule":
         raise TLPError(f"tlp train: --transfer-shapes draws MetaSchedule programs; {platform_ids[0]} holds "
                        f"{record_format} records")
-    feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len, args.compact_traces)
+    feature_config = _feature_config(dataset, platform_ids[0], record_format, args.seq_len, args.compact_traces,
+                                     args.canonical_names)
     feature_cache: dict[str, Any] = {"used": not args.no_feature_cache}
     if args.no_feature_cache:
         programs: Any = load_platforms(dataset, platform_ids, args.min_head_programs)
@@ -602,6 +604,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "tiling, post-processing's Unannotate...) out of the rows, so a short crop reaches the "
                             "unroll and post-processing decisions (better search-like ranking, lower TenSet top-1 "
                             "on random draws: benchmarks/README.md, \"Compact traces\")")
+    train.add_argument("--canonical-names", action="store_true",
+                       help="read block names without the numbering that says where a block came from (lv7_sum, "
+                            "lv11_sum and data_sum -> sum; T_add_1 -> T_add), so one block of several networks "
+                            "shares one string embedding")
     train.add_argument("--held-out", metavar="NETWORKS", help="comma-separated networks never trained on (default: "
                                                               "the zoo's held-out networks)")
     train.add_argument("--seed", type=int, default=0)
