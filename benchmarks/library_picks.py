@@ -100,7 +100,7 @@ def main() -> None:
         context = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
                                  search_strategy="evolutionary", task_name=task.name)
         nearest = library.nearest(task.mod, args.nearest)
-        replayed = replayed_candidates(library.records_for(task.mod, args.nearest), context)
+        replayed = replayed_candidates(library.records_of(nearest), context)
         scores = model.predict(context, replayed) if replayed else np.zeros(0)
         rows.append({"task": task.name, "weight": task.weight, "replayed": len(replayed),
                      "nearest": [{"name": w.key, "distance": round(d, 3)} for d, w in nearest],

@@ -119,8 +119,12 @@ class ScheduleLibrary:
     def records_for(self, mod: Any, nearest: int = 4) -> list[Any]:
         """Tuning records of the fastest programs of ``mod``'s ``nearest`` stored workloads, nearest first, to
         replay on it (:func:`tlp.search.transfer.replayed_candidates`)."""
+        return self.records_of(self.nearest(mod, nearest))
+
+    def records_of(self, workloads: list[tuple[float, LibraryWorkload]]) -> list[Any]:
+        """Tuning records of the fastest programs of ``workloads`` (as :meth:`nearest` gives them), in order."""
         records = []
-        for _, entry in self.nearest(mod, nearest):
+        for _, entry in workloads:
             for _, trace_json, args_info in entry.programs:
                 record = ms.database.TuningRecord.from_json([trace_json, None, self.target_json, args_info or []],
                                                             entry.workload)
