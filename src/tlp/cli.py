@@ -607,7 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--canonical-names", action="store_true",
                        help="read block names without the numbering that says where a block came from (lv7_sum, "
                             "lv11_sum and data_sum -> sum; T_add_1 -> T_add), so one block of several networks "
-                            "shares one string embedding")
+                            "shares one string embedding (off by default: one seed at 56 rows ranked worse, benchmarks/README.md, "
+                            "\"Second seeds of the crop\")")
     train.add_argument("--held-out", metavar="NETWORKS", help="comma-separated networks never trained on (default: "
                                                               "the zoo's held-out networks)")
     train.add_argument("--seed", type=int, default=0)

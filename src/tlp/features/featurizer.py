@@ -31,6 +31,7 @@ came from, not what it does — the input's name that TOPI's reductions prefix o
 operator workload, ``lv7_sum`` / ``lv11_sum`` in two Relax networks for the same layer-norm block) and the suffix
 TVM appends to clashing names (``T_add_1``, ``T_add1``, ``compute1``). Each such name then has its own embedding,
 learned only from the networks that happen to number it that way; the canonical form maps them to one token.
+Off by default: measured once (one seed, 56 rows) it ranked worse, BERT-tiny's ``layer_norm`` included.
 """
 
 from __future__ import annotations
