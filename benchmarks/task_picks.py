@@ -62,10 +62,11 @@ def main() -> None:
         chosen = programs.subset(np.isin(np.array(programs.task_keys), keys))
         scores = _scores(chosen, args.model, args.platform)
         chosen_keys = np.array(chosen.task_keys)
+        held_out = set(held_out_networks())
         for key in keys:
             latencies, picks = _picks(chosen, chosen_keys, scores, key)
             networks = sorted(programs.networks_of(key))
-            split = "held-out" if set(networks) & set(held_out_networks()) else "training"
+            split = "held-out" if held_out & set(networks) else "training"
             rows.append({"task": programs.catalogue[key].get("name", key), "key": key, "networks": networks,
                          "split": split, "programs": len(latencies), "best_us": float(latencies.min() * 1e6),
                          "picks": picks})
