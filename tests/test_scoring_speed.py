@@ -19,7 +19,7 @@ from tlp.dataset.sampler import CandidateSampler
 from tlp.features.featurizer import block_extents
 from tlp.model.estimator import TLPModel
 from tlp.model import inference
-from tlp.model.inference import AttentionScorer, ChunkedScorer, resolve_precision, scorer_for
+from tlp.model.inference import AttentionScorer, ChunkedScorer, LSTMScorer, resolve_precision, scorer_for
 from tlp.model.network import ModelConfig, TLPNet
 from tlp.search import PlatformMismatchWarning, TLPCostModel
 
@@ -81,30 +81,30 @@ def test_scorers_equal_the_network_forward(arch, batches):
     x = torch.from_numpy(features)
     with torch.no_grad():
         expected = torch.stack([net(x, 0), net(x, 1)], dim=1).numpy()
-    scorers = [ChunkedScorer(net, chunk=7, workers=workers) for workers in (1, 2)]
-    if arch == "attention":
-        scorers += [AttentionScorer(net, chunk=7, workers=workers) for workers in (1, 2)]
+    fast = {"attention": AttentionScorer, "lstm": LSTMScorer, "transformer": ChunkedScorer}[arch]
+    scorers = [cls(net, chunk=7, workers=workers) for cls in {ChunkedScorer, fast} for workers in (1, 2)]
     for scorer in scorers:
         scores = scorer.scores(x, (0, 1))
         assert np.abs(scores - expected).max() < TOLERANCE, type(scorer).__name__
         assert np.all(scores[-6] == 0.0)  # the empty trace: the empty sum
-    assert isinstance(scorer_for(net), AttentionScorer if arch == "attention" else ChunkedScorer)
+    assert type(scorer_for(net)) is fast
     assert scorer_for(net).scores(x[:0]).shape == (0, 1)
     assert scorer_for(net).scores(x[-6:-5]).tolist() == [[0.0]]  # only an empty trace
-    if arch != "attention":
-        assert resolve_precision("auto", net) == "fp32"
+    assert resolve_precision("auto", net) == "fp32"
+    if fast is ChunkedScorer:  # no bfloat16 path: asking for one is an error, not a silent fp32
         with pytest.raises(ValueError):
             scorer_for(net, precision="bf16")
 
 
-def test_bfloat16_scoring_keeps_the_ranking(batches, monkeypatch):
-    """A trained attention network in bfloat16 (what ``auto`` picks for one on CPUs with native bfloat16; the
-    packaged tlp-cpu-small, since the default is an LSTM, which scores in fp32) ranks real candidates as in fp32:
-    the same best candidate per task, Kendall tau >= 0.98, scores within 0.2 (they are O(10-100))."""
+@pytest.mark.parametrize("name, arch", [("tlp-cpu-small", "attention"), ("tlp-cpu", "lstm")])
+def test_bfloat16_scoring_keeps_the_ranking(name, arch, batches, monkeypatch):
+    """A trained network in bfloat16 (what ``TLP_SCORING_PRECISION=auto`` picks on CPUs with native bfloat16; the
+    packaged attention network and the default LSTM) ranks real candidates as in fp32: the same best candidate
+    per task, Kendall tau >= 0.98, scores within 0.2 (they are O(10-100))."""
     from tlp.models import model_path
 
-    model = TLPModel.load(model_path("tlp-cpu-small"))
-    assert model.model_config.arch == "attention"
+    model = TLPModel.load(model_path(name))
+    assert model.model_config.arch == arch
     for task, batch in batches:
         features = model.featurizer.transform([trace_json(c.sch.trace) for c in batch],
                                               [block_extents(task.mod)] * len(batch))
