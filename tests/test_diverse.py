@@ -5,7 +5,7 @@ import pytest
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
-from tlp.search.diverse import StructureDiverseSearch, spread_over_structures, structure_of
+from tlp.search.diverse import StructureDiverseSearch, decision_values, spread_over_structures, structure_of
 
 from conftest import tune_context
 
@@ -111,13 +111,49 @@ def test_places_for_new_structures_go_to_structures_never_measured(softmax, host
         StructureDiverseSearch(population_size=8, max_per_structure=1, new_structures=-1)
 
 
+def _values_measured(task, target, new_decisions: int) -> tuple[set, list[int]]:
+    """Decision values a run measures, and its batches' sizes, under a model that only exploits."""
+    strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, new_decisions=new_decisions)
+    context = tune_context(task, target, strategy, rand_state=1)
+    measured: set = set()
+    strategy.pre_tuning(24, 4, context.space_generator.generate_design_space(context.mod),
+                        ms.database.MemoryDatabase(), _MeasuredStructuresFirst(measured))
+    values, sizes = set(), []
+    while (candidates := strategy.generate_measure_candidates()) is not None:
+        structures = [structure_of(c.sch.trace) for c in candidates]
+        sizes.append(len(candidates))
+        values = values.union(*(decision_values(s) for s in structures))
+        measured |= set(structures)
+        strategy.notify_runner_results(candidates, [ms.runner.RunnerResult(run_secs=[1e-5], error_msg=None)
+                                                    for _ in candidates])
+    strategy.post_tuning()
+    assert strategy.measured_decisions == values
+    return values, sizes
+
+
+def test_places_for_new_decision_values_measure_values_an_exploiting_model_never_would(softmax, host_platform):
+    exploring, sizes = _values_measured(softmax, host_platform.target, new_decisions=2)
+    assert sum(sizes) == 24 and all(size == 4 for size in sizes)  # the places never cost the budget or a batch
+    exploiting, _ = _values_measured(softmax, host_platform.target, new_decisions=0)
+    assert exploiting < exploring  # the same run measures more of the task's unroll depths and compute locations
+    with pytest.raises(ValueError, match="new_decisions"):
+        StructureDiverseSearch(population_size=8, max_per_structure=1, new_decisions=-1)
+
+
+def test_decision_values_are_per_position_and_kind():
+    structure = (("SampleCategorical", "2"), ("SampleComputeLocation", "-1"), ("SampleComputeLocation", "-1"))
+    assert decision_values(structure) == {(0, "SampleCategorical", "2"), (1, "SampleComputeLocation", "-1"),
+                                          (2, "SampleComputeLocation", "-1")}
+
+
 def test_a_first_round_wraps_the_evolution_or_the_given_inner_search_and_clones_it():
     from tlp.search.first_round import FirstRoundSearch
 
     plain = FirstRoundSearch(population_size=8, first_batch=2)
     assert isinstance(plain.inner, ms.search_strategy.EvolutionarySearch)
     assert isinstance(plain._inst.clone().inner, ms.search_strategy.EvolutionarySearch)
-    spread = FirstRoundSearch(8, 2, inner=StructureDiverseSearch(8, max_per_structure=1, new_structures=1))
+    spread = FirstRoundSearch(8, 2, inner=StructureDiverseSearch(8, max_per_structure=1, new_structures=1,
+                                                                new_decisions=3))
     copy = spread._inst.clone()  # the Python side of clone(); through TVM's FFI the copy comes back as its handle
     assert isinstance(copy.inner, StructureDiverseSearch) and copy.inner is not spread.inner
-    assert (copy.inner.max_per_structure, copy.inner.new_structures) == (1, 1)
+    assert (copy.inner.max_per_structure, copy.inner.new_structures, copy.inner.new_decisions) == (1, 1, 3)

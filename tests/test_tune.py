@@ -208,6 +208,8 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     assert negative_cap.returncode == 2 and "--max-per-structure must be at least 1" in negative_cap.stderr
     too_many_new = _tune(["dense_64x64x64", "--new-structures", "9", "--trials-per-iter", "8"])
     assert too_many_new.returncode == 2 and "--new-structures takes places of a batch" in too_many_new.stderr
+    negative_values = _tune(["dense_64x64x64", "--new-decisions", "-1"])
+    assert negative_values.returncode == 2 and "--new-decisions takes places of a batch" in negative_values.stderr
     transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1"])
     assert transfer_alone.returncode == 2 and "give --first-round-trials at least K" in transfer_alone.stderr
     library_alone = _tune(["dense_64x64x64", "--transfer-from", str(tmp_path)])

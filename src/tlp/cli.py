@@ -458,9 +458,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TLPError("tlp tune: --first-round-trials must be at least 1")
     if args.max_per_structure < 0:
         raise TLPError("tlp tune: --max-per-structure must be at least 1 (or 0: off)")
-    if not 0 <= args.new_structures <= args.trials_per_iter:
-        raise TLPError(f"tlp tune: --new-structures takes places of a batch: between 0 and --trials-per-iter "
-                       f"({args.trials_per_iter}), not {args.new_structures}")
+    for flag, places in (("--new-structures", args.new_structures), ("--new-decisions", args.new_decisions)):
+        if not 0 <= places <= args.trials_per_iter:
+            raise TLPError(f"tlp tune: {flag} takes places of a batch: between 0 and --trials-per-iter "
+                           f"({args.trials_per_iter}), not {places}")
     if args.first_round_transferred and not (args.first_round_trials or 0) >= args.first_round_transferred > 0:
         raise TLPError("tlp tune: --first-round-transferred K takes K of the first round's places: give "
                        "--first-round-trials at least K (and below --trials-per-iter)")
@@ -480,7 +481,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                         first_round_transferred=args.first_round_transferred or 0,
                         transfer_from=args.transfer_from, transfer_exclude_networks=_networks(args.transfer_exclude),
                         task_scheduler=args.task_scheduler, max_per_structure=args.max_per_structure,
-                        new_structures=args.new_structures,
+                        new_structures=args.new_structures, new_decisions=args.new_decisions,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
                         post_optimization=args.post_optimization,
@@ -729,6 +730,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--new-structures", type=int, default=0, metavar="K",
                            help="give K places of every batch to structures the task has not measured yet: the cost "
                                 "model's best of random draws of the design space whose structure is new (default 0)")
+    tune_verb.add_argument("--new-decisions", type=int, default=0, metavar="K",
+                           help="give up to K places of every batch to the cost model's best candidates (of the "
+                                "evolution and of random draws) carrying a decision value the task has not measured "
+                                "(an unroll depth, one block's compute location); they end once every value is "
+                                "measured (default 0)")
     tune_verb.add_argument("--population", type=int, default=2048,
                            help="evolutionary search population per round (MetaSchedule's default 2048)")
     tune_verb.add_argument("--online-steps", type=int, default=0,

@@ -22,6 +22,17 @@ favourites, and the model never ranks that structure in its top 32; a random dra
 and once measured the program teaches the online model (and seeds the evolution, which starts from the task's best
 measured programs).
 
+With ``new_decisions`` > 0, up to that many places of every batch go to the model's best-scored candidate (of the
+evolution's pool and of random draws as above) that carries a *decision value* the task has not measured: a value of
+one of its structural sampling instructions (the unroll depth of the first ``SampleCategorical``, the location of
+the third ``SampleComputeLocation`` ...), from the task's second batch on. Why: new structures are the product of
+those values (hundreds per task: ``layer_norm`` 4 unroll depths x 3-4 locations for each of 4 blocks) and never run
+out, so their places cost every batch of the search; the values are a few dozen, one program carries one of each,
+and a handful of programs measures them all, after which the places go back to the evolution. In a simulation on
+the stored programs of BERT-tiny's tasks (Zen 4; the model's picks "measured" from the stored latencies, fine-tuned
+as the search does), 4 such places of 8 took ``layer_norm`` from 2.0x the best to the best after 26 measurements,
+where the model's picks alone stayed at 1.8x after 58 (benchmarks/README.md).
+
 The inner search counts every candidate it hands out as measured and never proposes it again; the ones left out
 here are the model's lower-scored near-duplicates of structures already in the batch, and mutation keeps making
 others like them. The trial budget is kept here (the inner one is ``pool`` times larger).
@@ -45,6 +56,12 @@ def structure_of(trace: Any) -> tuple[tuple[str, str], ...]:
                  if inst.kind.name in STRUCTURAL_SAMPLES and inst in decisions)
 
 
+def decision_values(structure: tuple[tuple[str, str], ...]) -> set[tuple[int, str, str]]:
+    """A structure's decisions as ``(position among the structural samples, kind, value)``: what one program
+    measures of a task's structural choices."""
+    return {(position, kind, value) for position, (kind, value) in enumerate(structure)}
+
+
 def spread_over_structures(ranked: list[Any], size: int, max_per_structure: int) -> list[int]:
     """Indices of ``size`` items of ``ranked`` (pairs ``(structure, item)``, best first): best first, at most
     ``max_per_structure`` of one structure, then the best of the rest where too few structures were offered."""
@@ -64,27 +81,32 @@ def spread_over_structures(ranked: list[Any], size: int, max_per_structure: int)
 @derived_object
 class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
     """``EvolutionarySearch(population_size)`` measuring, per batch, the cost model's best candidates of ``pool``
-    times the batch with at most ``max_per_structure`` of one structure, and ``new_structures`` places for the
-    model's best random draws of structures the task has not measured."""
+    times the batch with at most ``max_per_structure`` of one structure, ``new_structures`` places for the
+    model's best random draws of structures the task has not measured and up to ``new_decisions`` places for its
+    best candidates carrying decision values the task has not measured."""
 
-    def __init__(self, population_size: int, max_per_structure: int, pool: int = 4, new_structures: int = 0) -> None:
+    def __init__(self, population_size: int, max_per_structure: int, pool: int = 4, new_structures: int = 0,
+                 new_decisions: int = 0) -> None:
         super().__init__()
         if max_per_structure < 1 or pool < 1:
             raise ValueError(f"max_per_structure and pool must be at least 1, not {max_per_structure} and {pool}")
-        if new_structures < 0:
-            raise ValueError(f"new_structures must be at least 0, not {new_structures}")
+        if new_structures < 0 or new_decisions < 0:
+            raise ValueError(f"new_structures and new_decisions must be at least 0, not {new_structures} and "
+                             f"{new_decisions}")
         self.population_size = population_size
         self.max_per_structure = max_per_structure
         self.pool = pool
         self.new_structures = new_structures
+        self.new_decisions = new_decisions
         self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
-        self.random_draws = ms.search_strategy.ReplayTrace() if new_structures else None
+        self.random_draws = ms.search_strategy.ReplayTrace() if new_structures or new_decisions else None
         self.context: Any = None
         self.cost_model: Any = None
         self.batch = 0
         self.max_trials = 0
         self.measured = 0
         self.measured_structures: set[Any] = set()
+        self.measured_decisions: set[tuple[int, str, str]] = set()
 
     def _initialize_with_tune_context(self, context: Any) -> None:
         self.context = context
@@ -98,15 +120,14 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         # The inner search stops at its own budget, counted in measured results: pool times ours never binds first.
         self.inner.pre_tuning(max_trials * self.pool, num_trials_per_iter * self.pool, design_spaces, database,
                               cost_model)
-        self.measured_structures = set()
+        self.measured_structures, self.measured_decisions = set(), set()
         if self.random_draws is not None:
             # ReplayTrace draws its batch afresh on every call; its budget is never reached (see _random_draws).
             self.random_draws.pre_tuning(1 << 30, num_trials_per_iter * self.pool, design_spaces, database,
                                          cost_model)
             if database is not None and database.has_workload(self.context.mod):  # a resumed task
                 workload = database.commit_workload(self.context.mod)
-                self.measured_structures = {structure_of(record.trace)
-                                            for record in database.get_top_k(workload, 1 << 30)}
+                self._record_measured(record.trace for record in database.get_top_k(workload, 1 << 30))
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
@@ -123,8 +144,10 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
             return None
         candidates = list(candidates)
         # Before the task's first measurement every structure is new, and the model's picks are the better guess.
-        explore = min(self.new_structures, size) if self.cost_model is not None and self.measured_structures else 0
-        draws = self._random_draws() if explore else []
+        started = self.cost_model is not None and bool(self.measured_structures)
+        new_structures = min(self.new_structures, size) if started else 0
+        new_decisions = min(self.new_decisions, size - new_structures) if started else 0
+        draws = self._random_draws() if new_structures or new_decisions else []
         if (len(candidates) <= size and not draws) or self.cost_model is None:
             return candidates[:size]
         # Scored again: the inner search's order is its epsilon-greedy pick (a random candidate or more among the
@@ -132,10 +155,23 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         scores = [float(s) for s in self.cost_model.predict(self.context, candidates + draws)]
         order = sorted(range(len(candidates)), key=lambda i: -scores[i])
         ranked = [(structure_of(candidates[i].sch.trace), candidates[i]) for i in order]
-        spread = [ranked[i] for i in spread_over_structures(ranked, size - explore, self.max_per_structure)]
+        spread = [ranked[i] for i in spread_over_structures(ranked, size - new_structures - new_decisions,
+                                                            self.max_per_structure)]
         batch = [candidate for _, candidate in spread]
-        if draws:
-            taken = self.measured_structures | {structure for structure, _ in spread}
+        if new_decisions:
+            offered = [(structure_of(c.sch.trace), c) for _, c in sorted(zip(scores, candidates + draws),
+                                                                         key=lambda pair: -pair[0])]
+            seen = self.measured_decisions.union(*(decision_values(structure) for structure, _ in spread))
+            chosen = {id(c) for c in batch}
+            for structure, candidate in offered:
+                if len(batch) == size - new_structures:
+                    break
+                values = decision_values(structure)
+                if id(candidate) not in chosen and not values <= seen:
+                    seen |= values
+                    batch.append(candidate)
+        if new_structures:
+            taken = self.measured_structures | {structure_of(c.sch.trace) for c in batch}
             draw_scores = scores[len(candidates):]
             for k in sorted(range(len(draws)), key=lambda k: -draw_scores[k]):
                 if len(batch) == size:
@@ -144,9 +180,9 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
                 if structure not in taken:
                     taken.add(structure)
                     batch.append(draws[k])
-            # Too few new structures drawn: the places left go back to the evolution's best.
-            chosen = {id(c) for c in batch}
-            batch += [c for _, c in ranked if id(c) not in chosen][:size - len(batch)]
+        # Too few new structures or values offered (every value measured): the places go back to the evolution.
+        chosen = {id(c) for c in batch}
+        batch += [c for _, c in ranked if id(c) not in chosen][:size - len(batch)]
         return batch
 
     def _random_draws(self) -> list[Any]:
@@ -160,7 +196,14 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
     def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
         self.measured += len(results)
-        self.measured_structures.update(structure_of(c.sch.trace) for c in measure_candidates)
+        self._record_measured(c.sch.trace for c in measure_candidates)
+
+    def _record_measured(self, traces: Any) -> None:
+        for trace in traces:
+            structure = structure_of(trace)
+            self.measured_structures.add(structure)
+            self.measured_decisions |= decision_values(structure)
 
     def clone(self) -> Any:
-        return StructureDiverseSearch(self.population_size, self.max_per_structure, self.pool, self.new_structures)
+        return StructureDiverseSearch(self.population_size, self.max_per_structure, self.pool, self.new_structures,
+                                      self.new_decisions)

@@ -81,6 +81,9 @@ class TuneConfig:
     # Places of every batch for the model's best random draws of structures the task has not measured
     # (tlp.search.diverse); 0: none.
     new_structures: int = 0
+    # Places of every batch for the model's best candidates carrying a decision value (an unroll depth, a compute
+    # location of one block) the task has not measured (tlp.search.diverse); 0: none. They end once all are measured.
+    new_decisions: int = 0
     cost_model: str = "tlp"
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
@@ -235,10 +238,10 @@ def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
 
 
 def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
-    if config.max_per_structure or config.new_structures:
+    if config.max_per_structure or config.new_structures or config.new_decisions:
         # No cap given: one structure may fill a batch, as without spreading.
         evolution = StructureDiverseSearch(config.population, config.max_per_structure or config.trials_per_iter,
-                                           new_structures=config.new_structures)
+                                           new_structures=config.new_structures, new_decisions=config.new_decisions)
     else:
         evolution = ms.search_strategy.EvolutionarySearch(population_size=config.population)
     first = config.first_round_trials
