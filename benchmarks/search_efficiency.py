@@ -75,7 +75,7 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # the spread setting with up to 4 places of each batch for the model's best candidates carrying a decision
           # value (unroll depth, one block's compute location) the task has not measured; they end once all are
           # measured, unlike new structures: in a simulation on the stored programs BERT-tiny's layer_norm reached its
-          # best after 26 measurements this way, the model's picks alone 1.8x after 58
+          # best after 18 measurements this way, the model's picks alone 1.8x after 58 (decision_values_sim.py)
           "tlp-online-lr3-warm-headroom-diverse-values": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                               online_min_task_measurements=3,
                                                               task_scheduler="headroom", max_per_structure=2,

@@ -30,8 +30,8 @@ those values (hundreds per task: ``layer_norm`` 4 unroll depths x 3-4 locations 
 out, so their places cost every batch of the search; the values are a few dozen, one program carries one of each,
 and a handful of programs measures them all, after which the places go back to the evolution. In a simulation on
 the stored programs of BERT-tiny's tasks (Zen 4; the model's picks "measured" from the stored latencies, fine-tuned
-as the search does), 4 such places of 8 took ``layer_norm`` from 2.0x the best to the best after 26 measurements,
-where the model's picks alone stayed at 1.8x after 58 (benchmarks/README.md).
+as the search does; ``benchmarks/decision_values_sim.py``), 4 such places of 8 took ``layer_norm`` from 2.1x the
+best to the best after 18 measurements, where the model's picks alone stayed at 1.8x after 58.
 
 The inner search counts every candidate it hands out as measured and never proposes it again; the ones left out
 here are the model's lower-scored near-duplicates of structures already in the batch, and mutation keeps making
