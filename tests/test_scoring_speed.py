@@ -91,6 +91,9 @@ def test_scorers_equal_the_network_forward(arch, batches):
     assert scorer_for(net).scores(x[:0]).shape == (0, 1)
     assert scorer_for(net).scores(x[-6:-5]).tolist() == [[0.0]]  # only an empty trace
     assert resolve_precision("auto", net) == "fp32"
+    for cls in {AttentionScorer, LSTMScorer} - {fast}:  # a scorer written out for another architecture refuses
+        with pytest.raises(ValueError, match="networks, not"):
+            cls(net)
     if fast is ChunkedScorer:  # no bfloat16 path: asking for one is an error, not a silent fp32
         with pytest.raises(ValueError):
             scorer_for(net, precision="bf16")

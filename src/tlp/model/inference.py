@@ -56,9 +56,12 @@ class ChunkedScorer:
     """
 
     scores_bf16 = False
+    arch: str | None = None  # the one architecture a subclass computes (None: any)
 
     def __init__(self, net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None,
                  precision: str = "fp32") -> None:
+        if self.arch is not None and net.config.arch != self.arch:
+            raise ValueError(f"{type(self).__name__} scores {self.arch} networks, not {net.config.arch!r}")
         if precision not in ("fp32", "bf16") or (precision == "bf16" and not self.scores_bf16):
             raise ValueError(f"precision {precision!r}: {type(self).__name__} scores in "
                              f"{'fp32 or bf16' if self.scores_bf16 else 'fp32'}")
@@ -156,11 +159,10 @@ class LSTMScorer(ChunkedScorer):
     """
 
     scores_bf16 = True
+    arch = "lstm"
 
     def __init__(self, net: TLPNet, chunk: int = LSTM_CHUNK, workers: int | None = None,
                  precision: str = "fp32") -> None:
-        if net.config.arch != "lstm":
-            raise ValueError(f"LSTMScorer scores LSTM networks, not {net.config.arch!r}")
         super().__init__(net, chunk, workers, precision)
         self._layers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
@@ -262,12 +264,7 @@ class AttentionScorer(ChunkedScorer):
     """
 
     scores_bf16 = True
-
-    def __init__(self, net: TLPNet, chunk: int = DEFAULT_CHUNK, workers: int | None = None,
-                 precision: str = "fp32") -> None:
-        if net.config.arch != "attention":
-            raise ValueError(f"AttentionScorer scores attention networks, not {net.config.arch!r}")
-        super().__init__(net, chunk, workers, precision)
+    arch = "attention"
 
     def scores(self, features: torch.Tensor, heads: Sequence[int] = (0,)) -> np.ndarray:
         out = torch.zeros((len(features), len(heads)), dtype=torch.float32)
