@@ -152,38 +152,33 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
             return candidates[:size]
         # Scored again: the inner search's order is its epsilon-greedy pick (a random candidate or more among the
         # best-scored ones), not the model's ranking.
-        scores = [float(s) for s in self.cost_model.predict(self.context, candidates + draws)]
+        offered = candidates + draws
+        scores = [float(s) for s in self.cost_model.predict(self.context, offered)]
+        structures = [structure_of(c.sch.trace) for c in offered]  # once each: a walk over the trace through the FFI
         order = sorted(range(len(candidates)), key=lambda i: -scores[i])
-        ranked = [(structure_of(candidates[i].sch.trace), candidates[i]) for i in order]
-        spread = [ranked[i] for i in spread_over_structures(ranked, size - new_structures - new_decisions,
-                                                            self.max_per_structure)]
-        batch = [candidate for _, candidate in spread]
+        ranked = [(structures[i], i) for i in order]
+        taken = [ranked[k][1] for k in spread_over_structures(ranked, size - new_structures - new_decisions,
+                                                              self.max_per_structure)]
         if new_decisions:
-            offered = [(structure_of(c.sch.trace), c) for _, c in sorted(zip(scores, candidates + draws),
-                                                                         key=lambda pair: -pair[0])]
-            seen = self.measured_decisions.union(*(decision_values(structure) for structure, _ in spread))
-            chosen = {id(c) for c in batch}
-            for structure, candidate in offered:
-                if len(batch) == size - new_structures:
+            seen = self.measured_decisions.union(*(decision_values(structures[i]) for i in taken))
+            for i in sorted(range(len(offered)), key=lambda i: -scores[i]):
+                if len(taken) == size - new_structures:
                     break
-                values = decision_values(structure)
-                if id(candidate) not in chosen and not values <= seen:
+                values = decision_values(structures[i])
+                if i not in taken and not values <= seen:
                     seen |= values
-                    batch.append(candidate)
+                    taken.append(i)
         if new_structures:
-            taken = self.measured_structures | {structure_of(c.sch.trace) for c in batch}
-            draw_scores = scores[len(candidates):]
-            for k in sorted(range(len(draws)), key=lambda k: -draw_scores[k]):
-                if len(batch) == size:
+            known = self.measured_structures | {structures[i] for i in taken}
+            for i in sorted(range(len(candidates), len(offered)), key=lambda i: -scores[i]):
+                if len(taken) == size:
                     break
-                structure = structure_of(draws[k].sch.trace)
-                if structure not in taken:
-                    taken.add(structure)
-                    batch.append(draws[k])
+                if structures[i] not in known:
+                    known.add(structures[i])
+                    taken.append(i)
         # Too few new structures or values offered (every value measured): the places go back to the evolution.
-        chosen = {id(c) for c in batch}
-        batch += [c for _, c in ranked if id(c) not in chosen][:size - len(batch)]
-        return batch
+        taken += [i for _, i in ranked if i not in taken][:size - len(taken)]
+        return [offered[i] for i in taken]
 
     def _random_draws(self) -> list[Any]:
         """``pool`` times the batch of fresh random programs of the task's design spaces."""
