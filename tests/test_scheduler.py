@@ -118,6 +118,17 @@ def test_headroom_sends_the_next_batch_to_the_task_furthest_from_the_best_throug
     assert scheduler._gradient(0, 1.0) == -1e9  # pylint: disable=protected-access
 
 
+def test_headroom_peak_ignores_one_program_tasks():
+    """A one-program task's throughput does not set the peak: BERT-tiny's GELU (a polynomial erf counted as flops)
+    "ran" at twice the matmuls' throughput and made every matmul at its best look half done."""
+    scheduler = HeadroomScheduler(flops=[4e9, 1e9, 16e9], seed=0)._inst  # pylint: disable=protected-access
+    scheduler.best_ms = [[10.0], [10.0], [20.0]]  # the third: 800 GFLOPS, twice task 0
+    assert scheduler._gradient(0, 1.0) == pytest.approx(10.0 - 5.0)  # pylint: disable=protected-access
+    scheduler.one_program[2] = True  # measured once, nothing to search: out of the roofline
+    assert scheduler._gradient(0, 1.0) == pytest.approx(0.0)  # pylint: disable=protected-access
+    assert scheduler._gradient(1, 1.0) == pytest.approx(10.0 - 2.5)  # pylint: disable=protected-access
+
+
 def test_headroom_scheduler_tunes_real_tasks_recording_every_batch(tmp_path, tiny_tasks, host_platform, fast_measure):
     trials = 4 * TRIALS_PER_ITER
     flops = [task.flops for task in tiny_tasks]

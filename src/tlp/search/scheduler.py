@@ -216,7 +216,7 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
     measurements per task (a trained model's first rounds of 2 programs) that is most of a small budget. Here a
     task's priority is
 
-        weight × (best latency − flops / peak) / batches so far,   peak = max over tasks of flops / best latency
+        weight × (best latency − flops / peak) / batches so far,   peak = max over tunable tasks of flops / best latency
 
     an empirical roofline: ``peak`` is what this machine has shown it can do on this network's kernels, so a task
     at it has nothing left to gain, a task at half of it half its latency. Tasks without flops (reshapes, pooling)
@@ -230,9 +230,14 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
         self.flops = [float(f) for f in flops]
 
     def _peak(self) -> float:
-        """Highest throughput (flops per ms) any task has reached so far; 0 before any has."""
-        return max((f / h[-1] for f, h in zip(self.flops, self.best_ms) if f > 0 and h and 0 < h[-1] < _NO_LATENCY_MS),
-                   default=0.0)
+        """Highest throughput (flops per ms) any task with a search to run has reached so far; 0 before any has.
+
+        A one-program task is left out: nothing tunes it, and its flop count need not be what its time is spent
+        on — BERT-tiny's GELU (fast-math ``erf``, a polynomial counted as flops, memory-bound in fact) "reached"
+        468 GFLOPS beside matmuls at 229, which made every matmul at its best look half done and kept its batches
+        coming while ``layer_norm`` and softmax, 2x off their best, waited from trial 54 to 166."""
+        return max((f / h[-1] for i, (f, h) in enumerate(zip(self.flops, self.best_ms))
+                    if f > 0 and h and 0 < h[-1] < _NO_LATENCY_MS and not self.one_program.get(i)), default=0.0)
 
     def _gradient(self, task_id: int, weight: float) -> float:
         history = self.best_ms[task_id]
