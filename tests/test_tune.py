@@ -130,6 +130,12 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert json.loads(again.stdout)["config"]["task_scheduler"] == "headroom"
     lines = (work / "database_tuning_record.json").read_text().splitlines()
     assert len(lines) == 16
+    # run again when complete: nothing measured; the report keeps the search's wall time over both earlier runs
+    searched = json.loads(again.stdout)["search_wall_s"]
+    done = _tune(common + ["--trials", "16", "--json"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["trials"] == 16 and json.loads(done.stdout)["search_wall_s"] == searched
+    assert searched > json.loads(first.stdout)["search_wall_s"] > 0
 
 
 @pytest.mark.slow

@@ -133,11 +133,12 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
     return result
 
 
-def curve_points(history_path: Path, weights: list[int]) -> list[tuple[int, float, float]]:
-    """(trials, wall seconds, Σ weight·best latency) after each batch once every task has a valid program."""
-    points = []
+def history_entries(history_path: Path) -> list[tuple[dict[str, Any], float]]:
+    """Each batch line of a ``history.jsonl`` with its wall seconds since the search began, over every run that
+    resumed it (each run starts its clock at 0 again; lines cut by a kill are skipped)."""
+    entries: list[tuple[dict[str, Any], float]] = []
     if not history_path.exists():
-        return points
+        return entries
     wall_offset = last_wall = 0.0
     for line in history_path.read_text().splitlines():
         try:
@@ -147,11 +148,15 @@ def curve_points(history_path: Path, weights: list[int]) -> list[tuple[int, floa
         if entry["wall_s"] < last_wall:
             wall_offset += last_wall  # a resumed run starts its clock at 0 again
         last_wall = entry["wall_s"]
-        best = entry["best_s"]
-        if len(best) == len(weights) and all(b for b in best):
-            points.append((entry["trials"], wall_offset + entry["wall_s"],
-                           float(sum(w * b for w, b in zip(weights, best)))))
-    return points
+        entries.append((entry, wall_offset + entry["wall_s"]))
+    return entries
+
+
+def curve_points(history_path: Path, weights: list[int]) -> list[tuple[int, float, float]]:
+    """(trials, wall seconds, Σ weight·best latency) after each batch once every task has a valid program."""
+    return [(entry["trials"], wall, float(sum(w * b for w, b in zip(weights, entry["best_s"]))))
+            for entry, wall in history_entries(history_path)
+            if len(entry["best_s"]) == len(weights) and all(b for b in entry["best_s"])]
 
 
 def plot_curve(history_path: Path, weights: list[int], out: Path, title: str) -> Path | None:
@@ -201,8 +206,10 @@ def _format_predicted(report: dict[str, Any]) -> list[str]:
 
 def format_report(report: dict[str, Any]) -> str:
     """The result table ``tlp tune`` prints."""
-    lines = [f"{report['source']}: {report['trials']} trials in the database ({report['wall_s']:.0f} s in this run, "
-             f"cost model {report['config']['cost_model']})", ""]
+    searched = report.get("search_wall_s")
+    over_runs = f", {searched:.0f} s of search over all runs" if searched and searched > report["wall_s"] else ""
+    lines = [f"{report['source']}: {report['trials']} trials in the database ({report['wall_s']:.0f} s in this run"
+             f"{over_runs}, cost model {report['config']['cost_model']})", ""]
     width = max([len(t["name"]) for t in report["tasks"]] + [4])
     lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS  schedule")
     for task in report["tasks"]:

@@ -443,7 +443,8 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
     ``database`` for ``tunable.all_tasks`` when the caller already has it. ``compile_result=False`` (an
     interrupted run, which the re-run completes) skips compiling: minutes on a large network, for a result
     nobody asked for yet."""
-    from tlp.search.report import compile_and_time, plot_curve  # pylint: disable=import-outside-toplevel
+    from tlp.search.report import (  # pylint: disable=import-outside-toplevel
+        compile_and_time, history_entries, plot_curve)
 
     all_counts, all_best = measured or _measured_per_task(database, tunable.all_tasks)
     counts, best = all_counts[:len(tunable.tasks)], all_best[:len(tunable.tasks)]
@@ -457,6 +458,9 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
         "trials": sum(all_counts), "wall_s": round(wall_s, 1),
         "tasks": [{**asdict(t), "gflops": t.gflops} for t in every],
     }
+    entries = history_entries(work_dir / "history.jsonl")
+    if entries:  # a resumed run's own wall time can be a fraction of a second; the search's is in its history
+        report["search_wall_s"] = round(entries[-1][1], 1)
     if tunable.notes:
         report["import_notes"] = list(tunable.notes)  # e.g. a KV cache dropped for export, bool ops rewritten
     if all(t.best_latency_s for t in tasks):
