@@ -237,7 +237,7 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
         A one-program task is left out: nothing tunes it, and its flop count need not be what its time is spent
         on — BERT-tiny's GELU (fast-math ``erf``, a polynomial counted as flops, memory-bound in fact) "reached"
         468 GFLOPS beside matmuls at 229, which made every matmul at its best look half done and kept its batches
-        coming while ``layer_norm`` and softmax, 2x off their best, waited from trial 54 to 166."""
+        coming while ``layer_norm`` (2x off its best) waited from trial 54 to 166 and softmax from 21 to 150."""
         return max((f / h[-1] for i, (f, h) in enumerate(zip(self.flops, self.best_ms))
                     if f > 0 and h and 0 < h[-1] < _NO_LATENCY_MS and not self.one_program.get(i)), default=0.0)
 
