@@ -46,6 +46,9 @@ def test_operator_tasks_are_real_tir(host_platform):
     assert len(tasks) == len(operator_families()["softmax"]) + 1
     assert len({t.key for t in tasks}) == len(tasks)
     assert all(t.mod["main"].params for t in tasks)
+    dense = next(t for t in tasks if t.name.startswith("dense"))
+    assert dense.io_bytes == 3 * 64 * 64 * 4  # data, weight and output, float32
+    assert dense.flops == 2 * 64 ** 3
 
 
 def test_network_tasks_come_from_torch_export(host_platform):

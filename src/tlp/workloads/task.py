@@ -37,6 +37,11 @@ class Task:
         """Floating-point operations of one run (0 when TVM cannot count them)."""
         return flop_count(self.mod)
 
+    @cached_property
+    def io_bytes(self) -> int:
+        """Bytes of the kernel's arguments (inputs and outputs): what one run must move at least once."""
+        return io_byte_count(self.mod)
+
     @property
     def own_weight(self) -> int:
         """Runs of this function itself (``weight`` less its variants'): what a dataset catalogues for its workload,
@@ -67,3 +72,18 @@ def flop_count(mod: "tvm.IRModule") -> float:
         return float(estimate_tir_flops(mod))
     except Exception:  # pylint: disable=broad-except  # counting is best-effort on exotic IR
         return 0.0
+
+
+def io_byte_count(mod: "tvm.IRModule") -> int:
+    """Bytes of every buffer argument of the module's functions: a lower bound on one run's memory traffic (a
+    kernel reads each input and writes each output at least once; it may read less of a gather's table)."""
+    total = 0
+    for func in mod.functions.values():
+        for param in getattr(func, "params", ()):
+            if not hasattr(param, "shape"):  # a scalar argument, not a buffer
+                continue
+            elements = 1
+            for extent in param.shape:
+                elements *= int(extent)
+            total += elements * tvm.runtime.DataType(param.dtype).bits // 8
+    return total
