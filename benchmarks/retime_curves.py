@@ -77,7 +77,8 @@ class RunPicks:
                 self.points.append((entry["trials"], wall_offset + entry["wall_s"],
                                     {k: p for k, (_, p) in best.items()}))
         # the history's own curve must be the one replayed here (same records, same bests)
-        weights = [t["weight"] for t in report["tasks"]]
+        # the tuned tasks only: a report lists the untuned ones too (--top-tasks), after them, with no history
+        weights = [t["weight"] for t in report["tasks"] if t.get("tuned", True)]
         expected = curve_points(work_dir / "history.jsonl", weights)
         replayed = self.curve(lambda p: self.records[p][2])
         if [round(x[2], 9) for x in expected] != [round(x[2], 9) for x in replayed]:
