@@ -58,8 +58,7 @@ def main() -> None:
     results = []
     for work_dir in args.work_dirs:
         run = read_run(work_dir)
-        report = json.loads((work_dir / "report.json").read_text())
-        tasks = {task.name: task for task in load_tasks([report["source"]], report["target"])}
+        tasks = {task.name: task for task in load_tasks([run["source"]], run["target"])}
         total = run["history"][-1]["trials"]
         print(f"{work_dir.name}: {total} trials")
         print(f"{'task':40s} {'w':>2s} {'best µs':>8s} {'GFLOPS':>7s} {'KiB':>8s} {'GB/s':>6s} "

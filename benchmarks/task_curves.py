@@ -29,13 +29,13 @@ def best_at(history: list[dict[str, Any]], trials: int, tasks: int) -> list[floa
 
 
 def read_run(work_dir: Path) -> dict[str, Any]:
-    """A work dir's tasks (name, weight, trials) and its per-batch history."""
+    """A work dir's tasks (name, weight, trials), its per-batch history, and the workload and target it tuned."""
     try:
         report = json.loads((work_dir / "report.json").read_text())
         history = [json.loads(line) for line in (work_dir / "history.jsonl").read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as error:
         raise SystemExit(f"{work_dir}: not a finished tlp tune work directory ({error})") from error
-    return {"tasks": report["tasks"], "history": history}
+    return {"tasks": report["tasks"], "history": history, "source": report.get("source"), "target": report.get("target")}
 
 
 def task_table(runs: dict[str, dict[str, Any]], counts: list[int]) -> list[dict[str, Any]]:
