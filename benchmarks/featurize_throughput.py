@@ -82,7 +82,7 @@ def main() -> None:
     # the platform whose head TLP scores with (only the speed is measured: the size of XGBoost's trees matters here,
     # not whether the latencies are this machine's).
     records_platform = platform_id if platform_id in dataset.platform_ids() else tlp_model.head_platform
-    precision = resolve_precision("auto", tlp_model.model.net)  # what predict scores in on this machine
+    precision = resolve_precision("auto", _networks(tlp_model.model)[0])  # what predict scores in on this machine
     rows = []
     for task in load_tasks(args.tasks.split(","), target):
         sampler = CandidateSampler(task, target, num_threads=2)
@@ -141,7 +141,8 @@ def _fast_vs_straightforward(tlp_model: TLPCostModel, context, candidates) -> di
     plain_features = model.featurizer.transform([to_plain(c.sch.trace.as_json()) for c in candidates],
                                                 [extents] * len(candidates))
     with torch.no_grad():
-        plain = model.net.eval()(torch.from_numpy(plain_features), tlp_model.head).numpy()
+        plain = np.mean([net.eval()(torch.from_numpy(plain_features), tlp_model.head).numpy()
+                         for net in _networks(model)], axis=0)
     fast = {precision: model.predict_features(features, tlp_model.head, precision=precision)
             for precision in ("fp32", "auto")}
     a, b = fast["auto"], plain
@@ -149,6 +150,11 @@ def _fast_vs_straightforward(tlp_model: TLPCostModel, context, candidates) -> di
     return {"fp32": float(np.abs(fast["fp32"] - plain).max()), "default": float(np.abs(a - plain).max()),
             "default_kendall_tau": float(concordance.sum() / (len(a) * (len(a) - 1))),
             "default_same_best": bool(np.argmax(a) == np.argmax(b))}
+
+
+def _networks(model) -> list:
+    """The networks a model scores with: one, or a seed ensemble's members' (whose mean score it returns)."""
+    return [member.net for member in getattr(model, "members", [model])]
 
 
 def _per_second(score, count: int) -> float:

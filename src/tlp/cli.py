@@ -296,6 +296,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     elif args.distil_alpha or args.transfer_shapes:
         raise TLPError(f"tlp train: {'--distil-alpha' if args.distil_alpha else '--transfer-shapes'} needs teachers: "
                        "name them with --distil-from")
+    if args.ensemble_of:
+        return _ensemble(args)
     dataset = Dataset(args.dataset)
     if args.add_heads_to:
         return _add_heads(dataset, args)
@@ -352,6 +354,19 @@ def cmd_train(args: argparse.Namespace) -> int:
                       "best_val_top1": history.best_val_top1, "train_tasks": model.meta["train_tasks"],
                       "head_sources": model.meta.get("head_sources", {}),
                       "skipped": dict(programs.skipped), "feature_cache": feature_cache}, indent=1))
+    return 0
+
+
+def _ensemble(args: argparse.Namespace) -> int:
+    """``tlp train --ensemble-of M1 M2 ...``: no training; one checkpoint that scores with the mean of the models'
+    scores (a seed ensemble: the same recipe, dataset and crop with several --seed values)."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.model.ensemble import TLPEnsemble
+    from tlp.models import model_path
+
+    ensemble = TLPEnsemble.of_checkpoints([model_path(path) for path in args.ensemble_of])
+    ensemble.save(args.out)
+    print(json.dumps({"out": args.out, "members": len(ensemble.members), "heads": ensemble.platforms}, indent=1))
     return 0
 
 
@@ -623,6 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no training: give MODEL (a checkpoint or packaged name) a head for every platform of the "
                             "dataset (or of --platform(s)) it lacks, a copy of the nearest trained platform's head, "
                             "what tlp train gives a platform without training programs; saved to --out")
+    train.add_argument("--ensemble-of", nargs="+", metavar="MODEL",
+                       help="no training: save one model that scores with the mean of these models' scores (a seed "
+                            "ensemble: the same recipe and crop trained with several --seed values; each needs the "
+                            "same heads) to --out")
     train.add_argument("-q", "--quiet", action="store_true")
     train.set_defaults(func=cmd_train)
 

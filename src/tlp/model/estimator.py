@@ -11,7 +11,7 @@ import json
 import random
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ from tlp.model.inference import scorer_for
 from tlp.model.losses import LOSSES, MEASURED_TERMS
 from tlp.model.network import ModelConfig, TLPNet
 from tlp.model.task_weights import task_weights
+
+if TYPE_CHECKING:
+    from tlp.model.ensemble import TLPEnsemble
 
 CHECKPOINT_FORMAT = "tlp-checkpoint-2"
 # Format 1 had one decoder named ``decoder``: it loads as a one-head model (``heads.0``).
@@ -521,17 +524,24 @@ class TLPModel:
         return self.predict_features(self.featurizer.transform(traces, extents), head, precision=precision)
 
     # ---- persistence ---------------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
+    def payload(self) -> dict[str, Any]:
+        """What a checkpoint holds: the description (JSON text) and the network's weights."""
         if self.net is None:
             raise RuntimeError("nothing to save: the model is not trained")
         meta = {**self.meta, "format": CHECKPOINT_FORMAT, "tlp_version": __version__,
                 "feature_version": self.featurizer.config.version, "featurizer": self.featurizer.to_json(),
                 "model_config": self.model_config.to_json(), "train_config": asdict(self.train_config)}
+        return {"meta": json.dumps(meta), "state": self.net.state_dict()}
+
+    def save(self, path: str | Path) -> None:
+        payload = self.payload()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"meta": json.dumps(meta), "state": self.net.state_dict()}, str(path))
+        torch.save(payload, str(path))
 
     @staticmethod
-    def load(path: str | Path) -> "TLPModel":
+    def load(path: str | Path) -> "TLPModel | TLPEnsemble":
+        """The model a checkpoint holds: a ``TLPModel``, or a ``TLPEnsemble`` when the checkpoint says it holds
+        several networks (:mod:`tlp.model.ensemble`)."""
         try:
             payload = torch.load(str(path), map_location="cpu", weights_only=True)
             meta = json.loads(payload["meta"])
@@ -539,7 +549,20 @@ class TLPModel:
             raise CheckpointError(f"{path}: no such checkpoint") from None
         except Exception as error:  # pylint: disable=broad-except  # any unreadable file gets the same message
             raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
-        state = payload["state"]
+        from tlp.model.ensemble import ENSEMBLE_FORMAT, TLPEnsemble  # pylint: disable=import-outside-toplevel
+
+        if isinstance(meta, dict) and meta.get("format") == ENSEMBLE_FORMAT:
+            return TLPEnsemble.from_payload(payload, meta, path)
+        return TLPModel.from_payload(payload, path)
+
+    @staticmethod
+    def from_payload(payload: Mapping[str, Any], path: str | Path) -> "TLPModel":
+        """A model from what :meth:`payload` gave (``path`` names it in errors)."""
+        try:
+            meta = json.loads(payload["meta"])
+            state = payload["state"]
+        except Exception as error:  # pylint: disable=broad-except
+            raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
         if meta.get("format") == _SINGLE_DECODER_FORMAT:
             state = {("heads.0." + k[len("decoder."):] if k.startswith("decoder.") else k): v
                      for k, v in state.items()}
