@@ -49,6 +49,19 @@ COMBINATIONS = {"rank": rank_percentiles, "raw": lambda scores, groups: np.asarr
                 "standardized": _standardized}
 
 
+def rescored(first: np.ndarray, second: np.ndarray, groups: np.ndarray, fraction: float, least: int) -> np.ndarray:
+    """A two-stage ranking: per task, the ``first`` scores' top ``fraction`` (at least ``least`` programs) ordered by
+    ``second``; they keep the first stage's top score values (so the scale stays the first stage's), the rest is
+    left as the first stage ranks it."""
+    out = np.asarray(first, dtype=np.float64).copy()
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        count = min(len(index), max(least, int(np.ceil(fraction * len(index)))))
+        top = index[np.argsort(-out[index], kind="stable")[:count]]
+        out[top[np.argsort(-second[top], kind="stable")]] = np.sort(out[top])[::-1]
+    return out
+
+
 def _summary(test_result: dict[str, Any], search_result: dict[str, Any] | None) -> dict[str, Any]:
     out = {"tenset_top1": test_result["top1"], "tenset_top5": test_result["top5"],
            "per_network_top1": {n: r["top1"] for n, r in test_result["per_network"].items()}}
@@ -66,7 +79,14 @@ def main() -> None:
     parser.add_argument("--search-runs", nargs="*", default=[], help="tuning work directories, as tlp eval's")
     parser.add_argument("--subsets", type=int, nargs="*", default=[],
                         help="also score every ensemble of this many members (e.g. 2 3)")
+    parser.add_argument("--first-stage", help="a checkpoint whose ranking the ensemble re-ranks at its top only "
+                                              "(--rescore-top): a cheap model filters, the ensemble orders the rest")
+    parser.add_argument("--rescore", nargs="*", default=["0.1:8", "0:32"], metavar="FRACTION:LEAST",
+                        help="with --first-stage: how many of each task's programs the ensemble re-ranks: the first "
+                             "stage's top FRACTION of them, at least LEAST")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--save-scores", help="also write every member's raw scores of the test and search programs "
+                                              "(.npz: test_<name>, search_<name>, with the programs' task groups)")
     args = parser.parse_args()
 
     networks = held_out_networks()
@@ -106,6 +126,27 @@ def main() -> None:
         return _summary(score_models(test, test_mean, networks), search_result)
 
     everyone = tuple(range(len(names)))
+    cascades = {}
+    if args.first_stage:
+        first = TLPModel.load(args.first_stage)
+        first_test = head_scores(first, test, args.platform)
+        first_search = head_scores(first, search_programs, args.platform) if search is not None else None
+        results[f"first stage {Path(args.first_stage).stem}"] = _summary(
+            score_models(test, first_test, networks),
+            search_metrics.search_scores(search, first_search, populations) if search is not None else None)
+        ensemble_test = np.mean(test_scores["raw"], axis=0)
+        ensemble_search = np.mean(search_scores_by["raw"], axis=0) if search is not None else None
+        for spec in args.rescore:
+            fraction, least = float(spec.split(":")[0]), int(spec.split(":")[1])
+            test_result = score_models(test, rescored(first_test, ensemble_test, test_groups, fraction, least),
+                                       networks)
+            search_result = None
+            if search is not None:
+                search_result = search_metrics.search_scores(
+                    search, rescored(first_search, ensemble_search, search.groups, fraction, least), populations)
+            name = f"top {fraction:g}, at least {least}"
+            cascades[name] = _summary(test_result, search_result)
+            print(f"cascade {name}: {json.dumps(cascades[name])}", flush=True)
     ensembles = {"+".join(names): ensemble(everyone)}
     ensembles.update({f"{'+'.join(names)} ({combination})": ensemble(everyone, combination)
                       for combination in COMBINATIONS if combination != "rank"})
@@ -117,8 +158,14 @@ def main() -> None:
     out = {"platform": args.platform, "dataset": args.dataset, "test_programs": len(test.traces),
            "test_tasks": len(set(test.task_keys)), "train_programs": len(train.traces),
            "search": search.summary() if search is not None else None,
-           "models": results, "ensembles": ensembles}
+           "models": results, "ensembles": ensembles,
+           **({"first_stage": args.first_stage, "cascades": cascades} if args.first_stage else {})}
     Path(args.out).write_text(json.dumps(out, indent=1))
+    if args.save_scores:
+        arrays = {f"test_{n}": s for n, s in zip(names, test_scores["raw"])}
+        arrays.update({f"search_{n}": s for n, s in zip(names, search_scores_by["raw"])})
+        np.savez_compressed(args.save_scores, test_groups=test_groups, test_latencies=test.latencies,
+                            **({"search_groups": search.groups} if search is not None else {}), **arrays)
 
 
 if __name__ == "__main__":

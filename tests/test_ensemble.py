@@ -149,3 +149,39 @@ def test_adapt_and_add_heads_give_every_member_the_new_head(collected, host_plat
     programs = load_programs(dataset, host_platform.id)
     extents = [programs.extents[k] for k in programs.task_keys]
     assert np.allclose(copied.predict(programs.traces, extents, 0), copied.predict(programs.traces, extents, 1))
+
+
+def test_a_cascade_reorders_only_the_first_stages_top_by_the_ensemble(collected, host_platform, members, tmp_path):
+    """``--first-stage``: a shorter-crop model ranks every candidate, the ensemble re-ranks its top few; the rest
+    keep the first stage's scores, and the first stage reads the ensemble's features exactly as its own."""
+    from tlp.model.cascade import TLPCascade
+
+    dataset, _ = collected
+    paths, _ = members
+    first = _train(dataset, host_platform.id, 6, seq_len=12)
+    first.platforms = [host_platform.id]
+    first.save(tmp_path / "first.pt")
+    out = tmp_path / "cascade.pt"
+    run = tlp_cli(["train", "--ensemble-of", *map(str, paths), "--first-stage", str(tmp_path / "first.pt"),
+                   "--rescore-least", "4", "--out", str(out)])
+    assert run.returncode == 0, run.stderr
+    cascade = TLPModel.load(out)
+    assert isinstance(cascade, TLPCascade) and cascade.least == 4 and len(cascade.second.members) == 2
+    programs = load_programs(dataset, host_platform.id)
+    extents = [programs.extents[k] for k in programs.task_keys]
+    features = cascade.featurizer.transform(programs.traces, extents)  # the ensemble's crop (80 rows)
+    assert features.shape[1] == 80 and first.featurizer.config.seq_len == 12
+    alone = first.predict(programs.traces, extents)
+    scores = cascade.predict_features(features)
+    assert np.allclose(cascade.predict(programs.traces, extents), scores)
+    top = np.argsort(-alone, kind="stable")[:4]
+    rest = np.setdiff1d(np.arange(len(alone)), top)
+    assert np.allclose(scores[rest], alone[rest], atol=1e-5)  # read through the translation: the same scores
+    assert np.allclose(np.sort(scores[top]), np.sort(alone[top]), atol=1e-5)  # the top keeps its values...
+    ensemble = cascade.second.predict_features(features[top])
+    assert (np.argsort(-scores[top], kind="stable") == np.argsort(-ensemble, kind="stable")).all()  # ...reordered
+    cascade.save(tmp_path / "again.pt")
+    assert np.array_equal(TLPModel.load(tmp_path / "again.pt").predict_features(features), scores)
+
+    with pytest.raises(CheckpointError, match="cannot read the second stage's features"):
+        TLPCascade(TLPModel.load(paths[0]), TLPModel.load(tmp_path / "first.pt"))  # a longer crop first

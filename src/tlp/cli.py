@@ -359,14 +359,25 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _ensemble(args: argparse.Namespace) -> int:
     """``tlp train --ensemble-of M1 M2 ...``: no training; one checkpoint that scores with the mean of the models'
-    scores (a seed ensemble: the same recipe, dataset and crop with several --seed values)."""
+    scores (a seed ensemble: the same recipe, dataset and crop with several --seed values); with ``--first-stage
+    M0``, a cascade: M0 ranks every candidate and the ensemble re-ranks M0's top ``--rescore-least``."""
     # pylint: disable=import-outside-toplevel
     from tlp.model.ensemble import TLPEnsemble
     from tlp.models import model_path
 
-    ensemble = TLPEnsemble.of_checkpoints([model_path(path) for path in args.ensemble_of])
-    ensemble.save(args.out)
-    print(json.dumps({"out": args.out, "members": len(ensemble.members), "heads": ensemble.platforms}, indent=1))
+    model: Any = TLPEnsemble.of_checkpoints([model_path(path) for path in args.ensemble_of])
+    members = len(model.members)
+    if args.first_stage:
+        from tlp.model.cascade import TLPCascade
+        from tlp.model.estimator import TLPModel
+
+        first = TLPModel.load(model_path(args.first_stage))
+        model = TLPCascade(first, model, least=args.rescore_least,
+                           meta={**model.meta, "first_stage_checkpoint": str(args.first_stage)})
+    model.save(args.out)
+    print(json.dumps({"out": args.out, "members": members, "heads": model.platforms,
+                      **({"first_stage": str(args.first_stage), "rescore_least": args.rescore_least}
+                         if args.first_stage else {})}, indent=1))
     return 0
 
 
@@ -642,6 +653,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no training: save one model that scores with the mean of these models' scores (a seed "
                             "ensemble: the same recipe and crop trained with several --seed values; each needs the "
                             "same heads) to --out")
+    train.add_argument("--first-stage", metavar="MODEL",
+                       help="with --ensemble-of: a cascade: MODEL (one cheaper network, the same heads) ranks every "
+                            "candidate and the ensemble re-ranks its top --rescore-least of each call")
+    train.add_argument("--rescore-least", type=int, default=32,
+                       help="with --first-stage: candidates of each call the ensemble re-ranks (default 32)")
     train.add_argument("-q", "--quiet", action="store_true")
     train.set_defaults(func=cmd_train)
 

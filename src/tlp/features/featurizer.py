@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -309,9 +309,13 @@ class TraceFeaturizer:
         """``features`` made by ``source`` as this featurizer makes them from the same traces, or None when that
         cannot be exact (another feature config, or a token of this featurizer's vocabularies that ``source``
         did not know: its programs hold OOV there). Ids are the only vocabulary-dependent values (the kind
-        column and the string columns), so a grown dataset's features serve models fitted on an older one."""
-        if source.config != self.config:
+        column and the string columns), so a grown dataset's features serve models fitted on an older one.
+        A ``source`` that reads more primitives (a longer crop, the rest of the config equal) gives its first
+        ``seq_len`` rows: a crop keeps a trace's first rows."""
+        if replace(source.config, seq_len=self.config.seq_len) != self.config or \
+                source.config.seq_len < self.config.seq_len:
             return None
+        features = features[..., : self.config.seq_len, :]
         out = features.copy()
         cols = self.config.columns()
         for vocab, source_vocab, columns in ((self.kinds, source.kinds, cols["kind"]),

@@ -27,7 +27,7 @@ from tlp.model.network import ModelConfig, TLPNet
 from tlp.model.task_weights import task_weights
 
 if TYPE_CHECKING:
-    from tlp.model.ensemble import TLPEnsemble
+    from tlp.model.composite import CompositeModel
 
 CHECKPOINT_FORMAT = "tlp-checkpoint-2"
 # Format 1 had one decoder named ``decoder``: it loads as a one-head model (``heads.0``).
@@ -539,21 +539,20 @@ class TLPModel:
         torch.save(payload, str(path))
 
     @staticmethod
-    def load(path: str | Path) -> "TLPModel | TLPEnsemble":
-        """The model a checkpoint holds: a ``TLPModel``, or a ``TLPEnsemble`` when the checkpoint says it holds
-        several networks (:mod:`tlp.model.ensemble`)."""
+    def load(path: str | Path) -> "TLPModel | CompositeModel":
+        """The model a checkpoint holds: a ``TLPModel``, or a model of several networks when the checkpoint says
+        so (:mod:`tlp.model.composite`: a seed ensemble, a cascade)."""
         try:
             payload = torch.load(str(path), map_location="cpu", weights_only=True)
-            meta = json.loads(payload["meta"])
+            json.loads(payload["meta"])
         except FileNotFoundError:
             raise CheckpointError(f"{path}: no such checkpoint") from None
         except Exception as error:  # pylint: disable=broad-except  # any unreadable file gets the same message
             raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
-        from tlp.model.ensemble import ENSEMBLE_FORMAT, TLPEnsemble  # pylint: disable=import-outside-toplevel
+        from tlp.model.composite import load_composite  # pylint: disable=import-outside-toplevel
 
-        if isinstance(meta, dict) and meta.get("format") == ENSEMBLE_FORMAT:
-            return TLPEnsemble.from_payload(payload, meta, path)
-        return TLPModel.from_payload(payload, path)
+        composite = load_composite(payload, path)
+        return composite if composite is not None else TLPModel.from_payload(payload, path)
 
     @staticmethod
     def from_payload(payload: Mapping[str, Any], path: str | Path) -> "TLPModel":

@@ -31,7 +31,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tlp import TLPError
 from tlp.dataset.store import mean_latency
 from tlp.features.featurizer import block_extents
-from tlp.model.ensemble import TLPEnsemble
+from tlp.model.composite import CompositeModel
 from tlp.model.estimator import CheckpointError, TLPModel
 from tlp.models import model_path
 from tlp.platform import Platform, nearest_platform
@@ -84,7 +84,7 @@ class TLPCostModel(PyCostModel):
     """TLP as a MetaSchedule ``PyCostModel``.
 
     Args:
-        model: a :class:`TLPModel` (or :class:`TLPEnsemble`), a checkpoint path, a packaged model's name (``"tlp-cpu-small"``), or ``None``
+        model: a :class:`TLPModel` (or a model of several networks: :mod:`tlp.model.composite`), a checkpoint path, a packaged model's name (``"tlp-cpu-small"``), or ``None``
             for the default: the model ``tlp adapt`` made for this platform, else the shipped one.
         online: fine-tuning while tuning (off by default).
         target: the target being tuned (a JSON dict); picks the model's head for this platform (MTL-TLP: one
@@ -92,11 +92,11 @@ class TLPCostModel(PyCostModel):
             default target.
     """
 
-    def __init__(self, model: TLPModel | TLPEnsemble | str | Path | None = None, online: OnlineTuning | None = None,
+    def __init__(self, model: TLPModel | CompositeModel | str | Path | None = None, online: OnlineTuning | None = None,
                  target: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.platform = Platform.host(target)
-        self.model = (model if isinstance(model, (TLPModel, TLPEnsemble))
+        self.model = (model if isinstance(model, (TLPModel, CompositeModel))
                       else TLPModel.load(model_path(model, self.platform.id)))
         if getattr(self.model.featurizer, "record_format", "metaschedule") != "metaschedule":
             raise CheckpointError(f"this TLP model reads {self.model.featurizer.record_format} records (Ansor steps); "

@@ -1,0 +1,167 @@
+"""Models made of several trained :class:`~tlp.model.estimator.TLPModel` networks, read as one cost model.
+
+What they share is here: every part keeps the same heads (platforms, in the same order), a head added or trained
+is added or trained in every part, the platform descriptions stay one, and a checkpoint holds every part's own
+payload. The variants say how the parts' scores make one score: :class:`~tlp.model.ensemble.TLPEnsemble` (the
+mean of seeds) and :class:`~tlp.model.cascade.TLPCascade` (a cheap model's top re-ranked by an ensemble).
+``TLPModel.load`` hands a checkpoint to :func:`load_composite` first, which knows each variant by its format.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from tlp import __version__
+from tlp.features.tensors import FeaturizedPrograms, LabeledPrograms, MultiPlatformPrograms
+from tlp.model.estimator import CheckpointError, TLPModel, TrainHistory
+
+# What a part's own meta must agree on with the whole's: which machine each head is for.
+SHARED_META = ("platform_info", "head_sources")
+
+
+class CompositeModel:
+    """The machinery of a model whose networks are ``parts`` (``TLPModel``s with the same heads)."""
+
+    FORMAT = ""
+
+    def __init__(self, parts: Sequence[TLPModel], meta: Mapping[str, Any] | None = None) -> None:
+        for number, part in enumerate(parts[1:], 2):
+            if part.platforms != parts[0].platforms:
+                raise CheckpointError(f"network {number} has heads {part.platforms}, network 1 {parts[0].platforms}: "
+                                      "every network needs the same heads, in the same order")
+        self.parts = list(parts)
+        self.meta: dict[str, Any] = dict(meta or {})
+        for key in SHARED_META:
+            if key not in self.meta and key in parts[0].meta:
+                self.meta[key] = parts[0].meta[key]
+        self.meta["platforms"] = parts[0].platforms
+
+    @property
+    def platforms(self) -> list[str]:
+        return self.parts[0].platforms
+
+    def head_index(self, platform_id: str) -> int:
+        return self.parts[0].head_index(platform_id)
+
+    def predict(self, traces: Sequence[Any], extents: Sequence[dict[str, list[int]] | None] | None = None,
+                head: int = 0, precision: str = "auto") -> np.ndarray:
+        """Scores for MetaSchedule traces (JSON form), featurized once; higher means faster."""
+        return self.predict_features(self.featurizer.transform(traces, extents), head, precision=precision)
+
+    @property
+    def featurizer(self) -> Any:
+        raise NotImplementedError
+
+    def predict_features(self, features: np.ndarray, head: int = 0, threads: int | None = None,
+                         precision: str = "auto") -> np.ndarray:
+        raise NotImplementedError
+
+    def fine_tune(self, features: np.ndarray, labels: np.ndarray, groups: np.ndarray, steps: int,
+                  lr: float = 1e-4, max_seconds: float | None = None, head: int = 0) -> int:
+        """Every network's ``fine_tune`` on the same measurements (``features`` as :attr:`featurizer` makes
+        them), sharing ``max_seconds``; returns the steps taken by all of them together."""
+        share = None if max_seconds is None else max_seconds / len(self.parts)
+        return sum(part.fine_tune(self._features_for(part, features), labels, groups, steps, lr, share, head)
+                   for part in self.parts)
+
+    def _features_for(self, part: TLPModel, features: np.ndarray) -> np.ndarray:
+        """``features`` (made by :attr:`featurizer`) as ``part`` reads them."""
+        if part.featurizer is self.featurizer:
+            return features
+        translated = part.featurizer.translate(features, self.featurizer)
+        assert translated is not None, "checked when the model was made"
+        return translated
+
+    # ---- heads ---------------------------------------------------------------------------------------------
+    def _share_meta(self) -> None:
+        """Give every network the whole's description of the platforms (a network decides nearest heads by it)."""
+        for part in self.parts:
+            for key in SHARED_META:
+                if key in self.meta:
+                    part.meta[key] = dict(self.meta[key])
+
+    def _take_meta(self) -> None:
+        for key in SHARED_META:
+            if key in self.parts[0].meta:
+                self.meta[key] = dict(self.parts[0].meta[key])
+        self.meta["platforms"] = self.platforms
+
+    def copy_heads(self, sources: Mapping[str, str]) -> None:
+        self._share_meta()
+        for part in self.parts:
+            part.copy_heads(sources)
+        self._take_meta()
+
+    def add_platforms(self, platform_info: Mapping[str, dict[str, Any]]) -> dict[str, str]:
+        """Every network's ``add_platforms`` (the same copies in each); returns the copies made."""
+        self._share_meta()
+        added = [part.add_platforms(platform_info) for part in self.parts]
+        self._take_meta()
+        return added[0]
+
+    def fit_head(self, programs: LabeledPrograms | FeaturizedPrograms, copy_of: str | None = None,
+                 freeze_backbone: bool = True, backbone_lr_scale: float = 0.1, progress: bool = True,
+                 soup: int = 1) -> list[TrainHistory]:
+        """Every network's head for ``programs.platform_id`` (``TLPModel.fit_head``); programs are featurized once
+        per distinct featurizer."""
+        self._share_meta()
+        featurized: dict[str, FeaturizedPrograms] = {}
+        histories = []
+        for part in self.parts:
+            if isinstance(programs, FeaturizedPrograms):
+                data = programs
+            else:
+                key = json.dumps(part.featurizer.to_json(), sort_keys=True)
+                if key not in featurized:
+                    featurized[key] = FeaturizedPrograms.of(MultiPlatformPrograms.join([programs]), part.featurizer)
+                data = featurized[key]
+            histories.append(part.fit_head(data, copy_of, freeze_backbone, backbone_lr_scale, progress, soup))
+        self._take_meta()
+        platform_id = programs.platform_id
+        self.meta.setdefault("adapted", {})[platform_id] = [p.meta["adapted"][platform_id] for p in self.parts]
+        return histories
+
+    # ---- persistence ---------------------------------------------------------------------------------------
+    def payload(self) -> dict[str, Any]:
+        """What a checkpoint holds: the description (JSON text, with the variant's format) and the parts'."""
+        self._share_meta()
+        parts = self._part_payloads()  # may record how many parts there are
+        meta = {**self.meta, "format": self.FORMAT, "tlp_version": __version__}
+        return {"meta": json.dumps(meta), **parts}
+
+    def _part_payloads(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        payload = self.payload()
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(payload, str(path))
+
+
+def load_composite(payload: Mapping[str, Any], path: str | Path) -> Any | None:
+    """The composite model ``payload`` holds, or None when it holds a single network."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.model.cascade import TLPCascade
+    from tlp.model.ensemble import TLPEnsemble
+
+    try:
+        meta = json.loads(payload["meta"])
+    except Exception as error:  # pylint: disable=broad-except
+        raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
+    for variant in (TLPEnsemble, TLPCascade):
+        if isinstance(meta, dict) and meta.get("format") == variant.FORMAT:
+            return variant.from_payload(payload, meta, path)
+    return None
+
+
+def load_part(payload: Any, path: str) -> Any:
+    """A part of a composite checkpoint: a single network's payload or a composite's."""
+    if not isinstance(payload, Mapping) or "meta" not in payload:
+        raise CheckpointError(f"{path}: missing from the checkpoint")
+    composite = load_composite(payload, path)
+    return composite if composite is not None else TLPModel.from_payload(payload, path)
