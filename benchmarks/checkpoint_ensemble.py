@@ -110,7 +110,7 @@ def main() -> None:
             test_scores[combination].append(transform(scores, test_groups))
         search_result = None
         if search is not None:
-            scores_of_runs = head_scores(model, search_programs, args.platform)
+            scores_of_runs = head_scores(model, search_programs, args.platform, search.groups)
             for combination, transform in COMBINATIONS.items():
                 search_scores_by[combination].append(transform(scores_of_runs, search.groups))
             search_result = search_metrics.search_scores(search, scores_of_runs, populations)
@@ -130,7 +130,8 @@ def main() -> None:
     if args.first_stage:
         first = TLPModel.load(args.first_stage)
         first_test = head_scores(first, test, args.platform)
-        first_search = head_scores(first, search_programs, args.platform) if search is not None else None
+        first_search = (head_scores(first, search_programs, args.platform, search.groups)
+                        if search is not None else None)
         results[f"first stage {Path(args.first_stage).stem}"] = _summary(
             score_models(test, first_test, networks),
             search_metrics.search_scores(search, first_search, populations) if search is not None else None)

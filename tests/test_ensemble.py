@@ -180,6 +180,16 @@ def test_a_cascade_reorders_only_the_first_stages_top_by_the_ensemble(collected,
     assert np.allclose(np.sort(scores[top]), np.sort(alone[top]), atol=1e-5)  # the top keeps its values...
     ensemble = cascade.second.predict_features(features[top])
     assert (np.argsort(-scores[top], kind="stable") == np.argsort(-ensemble, kind="stable")).all()  # ...reordered
+    # tlp eval scores a task's programs in one call, as a search does: a cascade re-ranks each task's top.
+    from tlp.evaluation import head_scores
+
+    evaluated = head_scores(cascade, programs, host_platform.id)
+    keys = np.asarray(programs.task_keys)
+    assert len(set(programs.task_keys)) > 1
+    for key in set(programs.task_keys):
+        index = np.nonzero(keys == key)[0]
+        assert np.allclose(evaluated[index], cascade.predict([programs.traces[i] for i in index],
+                                                             [programs.extents[key]] * len(index)))
     cascade.save(tmp_path / "again.pt")
     assert np.array_equal(TLPModel.load(tmp_path / "again.pt").predict_features(features), scores)
 

@@ -103,10 +103,21 @@ def score_models(programs: LabeledPrograms, scores: np.ndarray, networks: list[s
     return {**mean, "per_network": per_network}
 
 
-def head_scores(model: Any, test: LabeledPrograms, platform_id: str) -> np.ndarray:
-    """A TLP model's scores of ``test`` by its head for ``platform_id`` (MTL-TLP: each platform by its head)."""
-    return np.asarray(model.predict(test.traces, [test.extents.get(k) for k in test.task_keys],
-                                    model.head_index(platform_id)))
+def head_scores(model: Any, test: LabeledPrograms, platform_id: str, groups: np.ndarray | None = None
+                ) -> np.ndarray:
+    """A TLP model's scores of ``test`` by its head for ``platform_id`` (MTL-TLP: each platform by its head).
+
+    Scored as a search asks: one call per group (default: per task) of programs. A model may rank within a call
+    (a cascade re-ranks the top of each call, :mod:`tlp.model.cascade`), so all of a task's programs in one call
+    is what its ranking of that task means; a single network scores a program alike in any call."""
+    groups = test.group_ids() if groups is None else groups
+    head = model.head_index(platform_id)
+    scores = np.empty(len(test.traces), dtype=np.float64)
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        scores[index] = model.predict([test.traces[i] for i in index],
+                                      [test.extents.get(test.task_keys[i]) for i in index], head)
+    return scores
 
 
 def score_head(model: Any, test: LabeledPrograms, platform_id: str, networks: list[str]) -> dict[str, Any]:
@@ -156,9 +167,8 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
     test_scores = {"tlp": head_scores(model, test, platform_id)}
     results["tlp"] = score_models(test, test_scores["tlp"], test_networks)
     if search is not None:
-        scores = model.predict(search_programs.traces, [search_programs.extents.get(k) for k in search.task_keys],
-                               model.head_index(platform_id))
-        results["tlp"]["search"] = search_metrics.search_scores(search, np.asarray(scores), populations)
+        scores = head_scores(model, search_programs, platform_id, search.groups)  # one call per run's task
+        results["tlp"]["search"] = search_metrics.search_scores(search, scores, populations)
     results["tlp"]["seconds"] = time.monotonic() - started
     for name in baselines:
         started = time.monotonic()
