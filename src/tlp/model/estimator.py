@@ -500,7 +500,8 @@ class TLPModel:
         float rounding (``tests/test_scoring_speed.py``); ``"auto"``: see :meth:`predict_features`.
         """
         assert self.net is not None
-        self.net.to(device)
+        if next(self.net.parameters()).device != device:  # .to() walks every module: ~1 ms a call on a CPU
+            self.net.to(device)
         return scorer_for(self.net, workers=threads, precision=precision).scores(features, heads)
 
     # ---- inference -----------------------------------------------------------------------------------------

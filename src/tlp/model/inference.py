@@ -150,8 +150,10 @@ class LSTMScorer(ChunkedScorer):
     - the recurrence runs both directions in one batched product per step, and every gate through ``sigmoid``:
       ``tanh(x) = 2 sigmoid(2x) - 1``, with the cell-input rows of the weights doubled once, because PyTorch's
       CPU ``tanh`` costs ~5x its ``sigmoid``;
-    - as in :class:`ChunkedScorer`, programs with the same features once and chunks of one trace length (no
-      padding to skip); deeper layers and everything after the LSTM as in the network.
+    - as in :class:`ChunkedScorer`, programs with the same features once, in length-sorted chunks; each program's
+      backward pass starts at its own last row (as packed sequences), so a chunk may mix lengths exactly: a
+      cascade's second stage scores a few dozen programs of many lengths, which chunks of one length would split
+      into a recurrence each; deeper layers and everything after the LSTM as in the network.
 
     Chunks are larger than :class:`ChunkedScorer`'s (``LSTM_CHUNK``): each step of the recurrence is a few small
     operations whose Python overhead a chunk of 32 programs does not pay for. In ``fp32`` the scores equal
@@ -188,28 +190,34 @@ class LSTMScorer(ChunkedScorer):
             def score_chunk(index: torch.Tensor) -> None:
                 with torch.inference_mode():  # per thread: PyTorch's grad mode is thread-local
                     index = index.to(device)
-                    length = int(lengths[index[0]])
+                    own = lengths[index]  # [B]: the chunk's programs may differ in length
+                    length = int(own.max())
                     ids = row_of[index, :length].T  # [L, B]
-                    # Step t reads the forward direction's row t and the backward direction's row L-1-t.
-                    steps = torch.cat((ids, ids.flip(0) + len(table)), dim=1)  # [L, 2B]
-                    h = self._recurrence(lambda t: gates.index_select(0, steps[t]), length, len(index), layers[0][1])
+                    # Step t reads the forward direction's row t and the backward direction's row len-1-t of each
+                    # program: the backward pass starts at the program's own last row, as packed sequences do in
+                    # TLPNet.forward. Steps past a program's end read padding; their outputs are masked below.
+                    back = (own[None, :] - 1 - torch.arange(length, device=device)[:, None]).clamp_min(0)  # [L, B]
+                    steps = torch.cat((ids, ids.gather(0, back) + len(table)), dim=1)  # [L, 2B]
+                    h = self._recurrence(lambda t: gates.index_select(0, steps[t]), length, len(index), layers[0][1],
+                                         back)
                     for w_ih, w_hh_t, bias in layers[1:]:
                         dense = torch.einsum("blk,dgk->ldbg", h, w_ih) + bias[None, :, None, :]  # [L, 2, B, 4H]
-                        dense[:, 1] = dense[:, 1].flip(0)
-                        h = self._recurrence(lambda t: dense[t], length, len(index), w_hh_t)
+                        dense[:, 1] = dense[:, 1].gather(0, back[:, :, None].expand(-1, -1, dense.shape[-1]))
+                        h = self._recurrence(lambda t: dense[t], length, len(index), w_hh_t, back)
                     per_row = self._blocks_and_heads(h.reshape(-1, h.shape[-1]), heads, low).float()
                     per_row = per_row.reshape(len(index), length, len(heads))
                     per_row = per_row.masked_fill(padding[index, :length, None], 0.0)
                     out[index.cpu()] = per_row.sum(dim=1).cpu()
 
-            self._run(_length_chunks(lengths.cpu(), self.chunk, one_length=True), score_chunk, device)
+            self._run(_length_chunks(lengths.cpu(), self.chunk, one_length=False), score_chunk, device)
         return out[program_of.cpu()].numpy()
 
     @staticmethod
     def _recurrence(step_gates: Callable[[int], torch.Tensor], length: int, batch: int,
-                    w_hh_t: torch.Tensor) -> torch.Tensor:
+                    w_hh_t: torch.Tensor, back: torch.Tensor) -> torch.Tensor:
         """Both directions of one layer: ``step_gates(t)`` = ``[2, B, 4H]`` input gates (forward at t, backward at
-        L-1-t, cell-input rows doubled) -> ``[B, L, 2H]`` states, forward then backward, as ``nn.LSTM`` returns."""
+        ``back[t]``, a program's row len-1-t; cell-input rows doubled) -> ``[B, L, 2H]`` states, forward then
+        backward, as ``nn.LSTM`` returns them per program (rows past a program's end: any finite value)."""
         hidden = w_hh_t.shape[1]
         h = w_hh_t.new_zeros((2, batch, hidden))
         c = w_hh_t.new_zeros((2, batch, hidden))
@@ -221,7 +229,9 @@ class LSTMScorer(ChunkedScorer):
             h = o * (torch.sigmoid(c * 2) * 2 - 1)
             states.append(h)
         stacked = torch.stack(states)  # [L, 2, B, H]
-        return torch.cat((stacked[:, 0], stacked[:, 1].flip(0)), dim=-1).transpose(0, 1)
+        # Row p's backward state was made at step len-1-p, which ``back`` also maps p to (the map is its own inverse).
+        backward = stacked[:, 1].gather(0, back[:, :, None].expand(-1, -1, hidden))
+        return torch.cat((stacked[:, 0], backward), dim=-1).transpose(0, 1)
 
     def _layer_weights(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Per layer ``(W_ih [2, 4H, in], W_hh^T [2, H, 4H], b_ih + b_hh [2, 4H])``, both directions stacked, the
