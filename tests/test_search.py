@@ -193,7 +193,8 @@ def test_packaged_models_load_by_name_and_score_real_candidates(candidates, host
         scores = cost_model.predict(tune_context(task, host_platform.target, "replay-trace"), batch)
         assert scores.shape == (len(batch),) and np.all(scores > 0) and np.ptp(scores) > 0
         shapes[name] = (cost_model.model.featurizer.config.seq_len, cost_model.model.model_config.hidden)
-    assert shapes == {"tlp-cpu": (25, 128), "tlp-cpu-small": (25, 128)}  # the default is an MTL model of the small size
+    # The default is a cascade: its features are the second stage's 56-row crop; its first stage is hidden 128.
+    assert shapes == {"tlp-cpu": (56, 128), "tlp-cpu-small": (25, 128)}
     assert model_path(None) == model_path("tlp-cpu") and str(model_path("x/y.pt")) == "x/y.pt"
 
 
