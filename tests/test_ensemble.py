@@ -193,5 +193,10 @@ def test_a_cascade_reorders_only_the_first_stages_top_by_the_ensemble(collected,
     cascade.save(tmp_path / "again.pt")
     assert np.array_equal(TLPModel.load(tmp_path / "again.pt").predict_features(features), scores)
 
+    result = tlp_cli(["train", "--first-stage", str(tmp_path / "first.pt"), "--out", str(tmp_path / "x.pt")])
+    assert result.returncode == 2 and "--ensemble-of" in result.stderr and not (tmp_path / "x.pt").exists()
+    result = tlp_cli(["train", "--ensemble-of", *map(str, paths), "--first-stage", str(tmp_path / "first.pt"),
+                      "--rescore-least", "0", "--out", str(tmp_path / "x.pt")])
+    assert result.returncode == 2 and "at least 1" in result.stderr and not (tmp_path / "x.pt").exists()
     with pytest.raises(CheckpointError, match="cannot read the second stage's features"):
         TLPCascade(TLPModel.load(paths[0]), TLPModel.load(tmp_path / "first.pt"))  # a longer crop first

@@ -296,6 +296,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     elif args.distil_alpha or args.transfer_shapes:
         raise TLPError(f"tlp train: {'--distil-alpha' if args.distil_alpha else '--transfer-shapes'} needs teachers: "
                        "name them with --distil-from")
+    if args.first_stage and not args.ensemble_of:
+        raise TLPError("tlp train: --first-stage makes a cascade whose second stage is an ensemble: name its "
+                       "members with --ensemble-of")
     if args.ensemble_of:
         return _ensemble(args)
     dataset = Dataset(args.dataset)

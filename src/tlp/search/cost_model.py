@@ -84,8 +84,9 @@ class TLPCostModel(PyCostModel):
     """TLP as a MetaSchedule ``PyCostModel``.
 
     Args:
-        model: a :class:`TLPModel` (or a model of several networks: :mod:`tlp.model.composite`), a checkpoint path, a packaged model's name (``"tlp-cpu-small"``), or ``None``
-            for the default: the model ``tlp adapt`` made for this platform, else the shipped one.
+        model: a :class:`TLPModel` (or a model of several networks: :mod:`tlp.model.composite`), a checkpoint
+            path, a packaged model's name (``"tlp-cpu-small"``), or ``None`` for the default: the model
+            ``tlp adapt`` made for this platform, else the shipped one.
         online: fine-tuning while tuning (off by default).
         target: the target being tuned (a JSON dict); picks the model's head for this platform (MTL-TLP: one
             head per platform; the nearest one, with a warning, when it has none). ``None`` = this machine's
