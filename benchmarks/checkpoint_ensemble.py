@@ -31,6 +31,7 @@ from tlp.dataset.store import Dataset
 from tlp.evaluation import head_scores, rank_percentiles, score_models
 from tlp.evaluation import search_metrics
 from tlp.features.tensors import load_programs
+from tlp.model.cascade import rerank_top, rescored_count
 from tlp.model.estimator import TLPModel
 from tlp.workloads import held_out_networks
 
@@ -50,15 +51,12 @@ COMBINATIONS = {"rank": rank_percentiles, "raw": lambda scores, groups: np.asarr
 
 
 def rescored(first: np.ndarray, second: np.ndarray, groups: np.ndarray, fraction: float, least: int) -> np.ndarray:
-    """A two-stage ranking: per task, the ``first`` scores' top ``fraction`` (at least ``least`` programs) ordered by
-    ``second``; they keep the first stage's top score values (so the scale stays the first stage's), the rest is
-    left as the first stage ranks it."""
+    """The cascade's ranking (``TLPCascade``'s, one call per task) from the two stages' scores of every program."""
     out = np.asarray(first, dtype=np.float64).copy()
     for group in np.unique(groups):
         index = np.nonzero(groups == group)[0]
-        count = min(len(index), max(least, int(np.ceil(fraction * len(index)))))
-        top = index[np.argsort(-out[index], kind="stable")[:count]]
-        out[top[np.argsort(-second[top], kind="stable")]] = np.sort(out[top])[::-1]
+        out[index] = rerank_top(out[index], rescored_count(len(index), least, fraction),
+                                lambda top, index=index: second[index][top])
     return out
 
 

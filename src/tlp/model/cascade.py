@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -27,6 +27,22 @@ from tlp.model.estimator import CheckpointError, TLPModel
 
 DEFAULT_LEAST = 32  # candidates of every call the second stage re-ranks (all of them in smaller calls)
 DEFAULT_FRACTION = 0.0  # ... or this share of the call, when larger
+
+
+def rescored_count(candidates: int, least: int, fraction: float) -> int:
+    """How many of a call's ``candidates`` the second stage re-ranks: the top ``fraction``, at least ``least``."""
+    return min(candidates, max(least, math.ceil(fraction * candidates)))
+
+
+def rerank_top(scores: np.ndarray, count: int, second: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``scores`` (float64, changed in place) with their top ``count`` reordered by ``second(indices of the top)``:
+    the top keeps its score values, handed out in the second stage's order; the rest is left as it is."""
+    if len(scores) < 2:
+        return scores
+    top = np.argsort(-scores, kind="stable")[:count]
+    order = np.asarray(second(top))
+    scores[top[np.argsort(-order, kind="stable")]] = np.sort(scores[top])[::-1]
+    return scores
 
 
 class TLPCascade(CompositeModel):
@@ -64,21 +80,13 @@ class TLPCascade(CompositeModel):
     def train_config(self) -> Any:
         return self.first.train_config
 
-    def rescored(self, features: np.ndarray) -> int:
-        """How many of a call's ``len(features)`` candidates the second stage re-ranks."""
-        return min(len(features), max(self.least, math.ceil(self.fraction * len(features))))
-
     def predict_features(self, features: np.ndarray, head: int = 0, threads: int | None = None,
                          precision: str = "auto") -> np.ndarray:
-        """The first stage's scores, its top :meth:`rescored` candidates reordered by the second stage."""
+        """The first stage's scores, its top :func:`rescored_count` candidates reordered by the second stage."""
         scores = np.asarray(self.first.predict_features(self._features_for(self.first, features), head, threads,
                                                         precision), dtype=np.float64)
-        if len(scores) < 2:
-            return scores
-        top = np.argsort(-scores, kind="stable")[: self.rescored(features)]
-        second = np.asarray(self.second.predict_features(features[top], head, threads, precision))
-        scores[top[np.argsort(-second, kind="stable")]] = np.sort(scores[top])[::-1]
-        return scores
+        return rerank_top(scores, rescored_count(len(scores), self.least, self.fraction),
+                          lambda top: self.second.predict_features(features[top], head, threads, precision))
 
     # ---- persistence ---------------------------------------------------------------------------------------
     def _part_payloads(self) -> dict[str, Any]:

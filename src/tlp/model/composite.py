@@ -114,6 +114,9 @@ class CompositeModel:
         histories = []
         for part in self.parts:
             if isinstance(programs, FeaturizedPrograms):
+                if programs.featurizer.to_json() != part.featurizer.to_json():
+                    raise CheckpointError("these featurized programs were made for another crop or vocabulary than "
+                                          "one of this model's networks reads: pass the traces (LabeledPrograms)")
                 data = programs
             else:
                 key = json.dumps(part.featurizer.to_json(), sort_keys=True)
