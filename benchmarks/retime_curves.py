@@ -35,7 +35,7 @@ from search_efficiency import _curve_table, _summarize
 from tlp.dataset.measure import time_once
 from tlp.evaluation.search_metrics import read_search_run, records_in_file_order, tuning_record, workload_rows
 from tlp.platform import host_fingerprint
-from tlp.search.report import curve_points
+from tlp.search.report import curve_points, history_entries
 
 
 ESTIMATORS = {"min": min, "median": statistics.median}
@@ -58,15 +58,8 @@ class RunPicks:
         # (trials, wall, {key: record position of its best so far}) after each batch, history's order
         self.points: list[tuple[int, float, dict[str, int]]] = []
         best: dict[str, tuple[float, int]] = {}
-        consumed, wall_offset, last_wall = 0, 0.0, 0.0
-        for line in (work_dir / "history.jsonl").read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a kill
-            if entry["wall_s"] < last_wall:
-                wall_offset += last_wall  # a resumed run starts its clock at 0 again
-            last_wall = entry["wall_s"]
+        consumed = 0
+        for entry, wall in history_entries(work_dir / "history.jsonl"):
             for position in range(consumed, min(entry["trials"], len(self.records))):
                 index, _, latency, _ = self.records[position]
                 key = self.keys[index]
@@ -74,7 +67,7 @@ class RunPicks:
                     best[key] = (latency, position)
             consumed = entry["trials"]
             if len(best) == len(self.weights):
-                self.points.append((entry["trials"], wall_offset + entry["wall_s"],
+                self.points.append((entry["trials"], wall,
                                     {k: p for k, (_, p) in best.items()}))
         # the history's own curve must be the one replayed here (same records, same bests)
         # the tuned tasks only: a report lists the untuned ones too (--top-tasks), after them, with no history

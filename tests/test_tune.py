@@ -138,6 +138,20 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert searched > json.loads(first.stdout)["search_wall_s"] > 0
 
 
+def test_history_wall_time_adds_up_over_resumed_runs(tmp_path):
+    from tlp.search.report import history_entries  # pylint: disable=import-outside-toplevel
+    lines = [{"trials": 8, "wall_s": 13.3, "run": "a"}, {"trials": 16, "wall_s": 13.4, "run": "b"},
+             {"trials": 24, "wall_s": 20.0, "run": "b"}]
+    path = tmp_path / "history.jsonl"
+    # a resumed run whose first batch reads more seconds than the last run's end (model loading) still adds up
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n{\"trials\": 3")  # last line cut by a kill
+    assert [round(wall, 1) for _, wall in history_entries(path)] == [13.3, 26.7, 33.3]
+    # histories written before runs were marked: the clock going back is the only sign of a resume
+    path.write_text("\n".join(json.dumps({k: v for k, v in x.items() if k != "run"})
+                              for x in [lines[0], {"trials": 16, "wall_s": 2.0}]))
+    assert [round(wall, 1) for _, wall in history_entries(path)] == [13.3, 15.3]
+
+
 @pytest.mark.slow
 def test_post_optimization_runs_droplet_with_our_measurement(tmp_path, tiny_checkpoint):
     work = tmp_path / "work"

@@ -140,14 +140,20 @@ def history_entries(history_path: Path) -> list[tuple[dict[str, Any], float]]:
     if not history_path.exists():
         return entries
     wall_offset = last_wall = 0.0
+    last_run = None
     for line in history_path.read_text().splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue  # a line cut by a kill: the next run appends after it
-        if entry["wall_s"] < last_wall:
+        run = entry.get("run")
+        if run is not None and last_run is not None:
+            resumed = run != last_run
+        else:  # histories written before 2026-11-30 have no run marks: the clock going back tells
+            resumed = entry["wall_s"] < last_wall
+        if resumed:
             wall_offset += last_wall  # a resumed run starts its clock at 0 again
-        last_wall = entry["wall_s"]
+        last_wall, last_run = entry["wall_s"], run
         entries.append((entry, wall_offset + entry["wall_s"]))
     return entries
 

@@ -160,6 +160,9 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self.trials = done
         self.stop = stop
         self.started = time.monotonic()
+        # Marks this run's lines: a resumed run restarts its clock at 0, and its first line can still read more
+        # seconds than the last run's final line (model loading), so the clock alone cannot tell where runs meet.
+        self.run_id = f"{time.time():.6f}"
         self.bar = tqdm(total=total, initial=done, unit="trial", desc="tune", dynamic_ncols=True)
 
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any,
@@ -170,7 +173,7 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
                 self.best[task_id] = latency
         self.trials += len(runner_results)
         line = {"trials": self.trials, "wall_s": round(time.monotonic() - self.started, 3), "task": task_id,
-                "best_s": list(self.best)}
+                "best_s": list(self.best), "run": self.run_id}
         with open(self.history_path, "a", encoding="utf-8") as history:
             history.write(json.dumps(line) + "\n")
         self.bar.update(len(runner_results))
