@@ -5,7 +5,7 @@ The programs of tuning runs (``tlp tune`` / ``search_efficiency.py`` work direct
 per task (``tlp.evaluation.search_metrics.pool_runs``). A replay plays a search whose candidates are those
 programs: a first round of ``--first`` programs per task, then batches of ``--batch`` task after task; each batch
 is the model's top-scored programs of the task not measured yet; "measuring" reads their stored latency; after
-each batch the model learns as :class:`~tlp.search.cost_model.TLPCostModel` does (``ranking_examples`` +
+each batch the model learns as :class:`~tlp.search.cost_model.TLPCostModel` does (``learning_sample`` +``ranking_examples`` +
 ``TLPModel.fine_tune``, the same :class:`~tlp.search.cost_model.OnlineTuning` settings). Reported: Σ weight × best
 latency over the tasks as a ratio to the pool's best, at given trial counts, median over seeds (each seed keeps a
 random ``--keep`` fraction of every task's programs).
@@ -32,16 +32,20 @@ from tlp.evaluation.search_metrics import find_work_dirs, pool_runs, read_search
 from tlp.model.estimator import TLPModel
 from tlp.models import model_path
 from tlp.platform import Platform
-from tlp.search.cost_model import OnlineTuning, ranking_examples
+from tlp.search.cost_model import OnlineTuning, learning_sample, ranking_examples
 
 # name -> (online settings, one copy of the network per task instead of one shared by all tasks)
+# (Every update learnt from all measurements before 2026-11-30: the settings replayed then keep max_examples=None.)
 SETTINGS: dict[str, tuple[OnlineTuning, bool]] = {
     "offline": (OnlineTuning(steps=0), False),
-    "shared-lr1e-4": (OnlineTuning(steps=5, lr=1e-4), False),  # tlp tune --online-steps 5 (the benchmarks' setting)
-    "shared-lr3e-4": (OnlineTuning(steps=5, lr=3e-4), False),
-    "shared-lr1e-3": (OnlineTuning(steps=5, lr=1e-3), False),
-    "shared-lr1e-3-warm": (OnlineTuning(steps=5, lr=1e-3, min_task_measurements=3), False),
-    "per-task-lr1e-3": (OnlineTuning(steps=5, lr=1e-3), True),
+    # tlp tune --online-steps 5 (the benchmarks' setting)
+    "shared-lr1e-4": (OnlineTuning(steps=5, lr=1e-4, max_examples=None), False),
+    "shared-lr3e-4": (OnlineTuning(steps=5, lr=3e-4, max_examples=None), False),
+    "shared-lr1e-3": (OnlineTuning(steps=5, lr=1e-3, max_examples=None), False),
+    "shared-lr1e-3-warm": (OnlineTuning(steps=5, lr=1e-3, min_task_measurements=3, max_examples=None), False),
+    "per-task-lr1e-3": (OnlineTuning(steps=5, lr=1e-3, max_examples=None), True),
+    # the same, each update learning from a bounded sample (TLPCostModel's default since 2026-11-30)
+    "shared-lr1e-3-warm-sampled": (OnlineTuning(steps=5, lr=1e-3, min_task_measurements=3), False),
 }
 
 
@@ -51,6 +55,7 @@ def replay(model: TLPModel, head: int, features: np.ndarray, latencies: np.ndarr
     """One replayed search: (trials, Σ weight × best latency / the pool's) after each batch once every task has
     one measurement."""
     models: dict[int | None, TLPModel] = {}
+    sampler = np.random.default_rng(0)  # as TLPCostModel's
     measured: dict[int, list[int]] = {task: [] for task in pools}
     pool_best = sum(weights[task] * latencies[pool].min() for task, pool in pools.items())
     curve: list[tuple[int, float]] = []
@@ -71,7 +76,9 @@ def replay(model: TLPModel, head: int, features: np.ndarray, latencies: np.ndarr
             picked_any = True
             if online.steps and len(measured[task]) >= online.min_task_measurements:
                 learnt = [task] if per_task else list(pools)
-                examples = ranking_examples((features[measured[t]], latencies[measured[t]]) for t in learnt)
+                examples = ranking_examples(learning_sample(
+                    [(features[measured[t]], latencies[measured[t]]) for t in learnt], learnt.index(task),
+                    online.max_examples, sampler))
                 if examples is not None:
                     learner.fine_tune(*examples, online.steps, online.lr, None, head)
             if all(measured.values()):

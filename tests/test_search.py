@@ -11,6 +11,7 @@ from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.sampler import CandidateSampler
 from tlp.model.estimator import CheckpointError, TLPModel
 from tlp.search import OnlineTuning, PlatformMismatchWarning, TLPCostModel
+from tlp.search.cost_model import learning_sample
 from tlp.workloads.extract import relax_module_from_torch
 
 from conftest import tune_context
@@ -145,6 +146,36 @@ def test_an_online_learning_rate_that_cannot_work_is_refused(lr):
 def test_a_negative_minimum_of_task_measurements_is_refused():
     with pytest.raises(ValueError, match="minimum measurements per task must be 0 or more, got -1"):
         OnlineTuning(steps=5, min_task_measurements=-1)
+
+
+def test_a_limit_below_two_measurements_per_update_is_refused():
+    with pytest.raises(ValueError, match="at least 2 measurements per update, got a limit of 1"):
+        OnlineTuning(steps=5, max_examples=1)
+
+
+def _tasks_of(sizes: list[int]) -> list[tuple[list[np.ndarray], list[float]]]:
+    """Tasks whose feature rows say which task and which measurement they are."""
+    return [([np.array([task, i]) for i in range(size)], [float(i + 1) for i in range(size)])
+            for task, size in enumerate(sizes)]
+
+
+def test_an_update_learns_from_the_measured_task_and_a_bounded_draw_of_the_others():
+    tasks = _tasks_of([30, 1, 50, 4, 6])
+    chosen = learning_sample(tasks, 3, 20, np.random.default_rng(0))
+    assert [int(row[0]) for row in chosen[0][0]] == [3] * 4  # the updated task first, whole
+    assert sum(len(latencies) for _, latencies in chosen) == 20  # filled up to the limit
+    assert all(len(latencies) >= 2 for _, latencies in chosen)  # every group can be ranked
+    assert 1 not in {int(rows[0][0]) for rows, _ in chosen}  # a task measured once ranks nothing
+    for rows, latencies in chosen:  # rows stay with their latencies
+        assert [float(row[1] + 1) for row in rows] == list(latencies)
+    recent = learning_sample(tasks, 2, 8, np.random.default_rng(0))  # the updated task alone overflows the limit
+    assert len(recent) == 1 and [int(row[1]) for row in recent[0][0]] == list(range(42, 50))  # its most recent
+    everything = learning_sample(tasks, 0, None, np.random.default_rng(0))
+    assert [len(latencies) for _, latencies in everything] == [30, 1, 50, 4, 6]
+    # Over the updates every task is drawn: no task's measurements are forgotten for good.
+    rng = np.random.default_rng(1)
+    drawn = {int(rows[0][0]) for _ in range(20) for rows, _ in learning_sample(tasks, 3, 12, rng)}
+    assert drawn == {0, 2, 3, 4}
 
 
 def test_model_from_another_platform_warns(tiny_checkpoint, host_platform):

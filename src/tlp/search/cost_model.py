@@ -54,7 +54,12 @@ class OnlineTuning:
     steps: int = 0  # gradient steps per ``update`` (per measured batch)
     lr: float = 1e-4
     max_seconds: float = 10.0  # per update: never let learning stall the search
-    max_programs: int = 4096  # most recent measurements kept for fine-tuning
+    max_programs: int = 4096  # most recent measurements kept per task for fine-tuning
+    # Measurements one update learns from (``None``: all of them): the updated task's, then other tasks' drawn at
+    # random (``learning_sample``). Learning from all made an update's cost grow with the search: the cascade's
+    # MobileNetV2 runs took 3x XGBoost's wall time. One update of the cascade on a 2-core Rocket Lake: 3.2-3.6 s
+    # with 128, ~6 s with 256, 13 s with all of 1,000 (benchmarks/README.md, "What an online update costs").
+    max_examples: int | None = 128
     # Learn only from batches of tasks measured at least this often (their data is kept either way). A first round
     # of 2 programs per task says little about the task, and at a high rate its steps move the shared network far
     # enough to spoil the next tasks' first picks (BERT-tiny at lr 1e-3: 2.9-3.4 ms after the first round vs 1.4).
@@ -67,6 +72,9 @@ class OnlineTuning:
         if self.min_task_measurements < 0:  # would act as 0 and hide a typo
             raise OnlineTuningError("the online fine-tuning's minimum measurements per task must be 0 or more, "
                                     f"got {self.min_task_measurements}")
+        if self.max_examples is not None and self.max_examples < 2:  # a ranking needs two programs
+            raise OnlineTuningError("online fine-tuning learns from at least 2 measurements per update, got a "
+                                    f"limit of {self.max_examples}")
 
 
 @dataclass
@@ -105,6 +113,7 @@ class TLPCostModel(PyCostModel):
         self.online = online or OnlineTuning()
         self._tasks: dict[int, _TaskState] = {}
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
+        self._rng = np.random.default_rng(0)  # which other tasks' measurements an update learns from
         self.candidates_scored = 0
         # Where predict's time goes (cumulative seconds): reading traces, featurizing, the network.
         self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0}
@@ -190,7 +199,7 @@ class TLPCostModel(PyCostModel):
             del state.features[: -self.online.max_programs]
             del state.latencies[: -self.online.max_programs]
         if len(state.latencies) >= self.online.min_task_measurements:
-            self._fine_tune()
+            self._fine_tune(state)
 
     def clear_caches(self) -> None:
         """Forget cached trace conversions and feature rows (a cold start; results do not change)."""
@@ -204,12 +213,44 @@ class TLPCostModel(PyCostModel):
             self._tasks[key] = _TaskState(block_extents(context.mod))
         return self._tasks[key]
 
-    def _fine_tune(self) -> None:
-        examples = ranking_examples((state.features, state.latencies) for state in self._tasks.values())
+    def _fine_tune(self, updated: _TaskState) -> None:
+        states = list(self._tasks.values())
+        tasks = [(state.features, state.latencies) for state in states]
+        index = next(i for i, state in enumerate(states) if state is updated)  # dataclass == compares arrays
+        examples = ranking_examples(learning_sample(tasks, index, self.online.max_examples, self._rng))
         if examples is None:
             return
         self.fine_tune_steps += self.model.fine_tune(*examples, self.online.steps, self.online.lr,
                                                      self.online.max_seconds, self.head)
+
+
+def learning_sample(tasks: Sequence[tuple[Sequence[np.ndarray], Sequence[float]]], updated: int,
+                    limit: int | None, rng: np.random.Generator) -> list[tuple[Sequence[np.ndarray], Sequence[float]]]:
+    """What one update learns from: at most ``limit`` of the ``(feature rows, latencies)`` of ``tasks`` (all of
+    them if ``None``). Task ``updated``'s most recent measurements first (the task just measured); then the other
+    tasks measured at least twice, in a random order, each whole while it fits, the last one a random part of it
+    (at least 2 programs: a ranking needs two). Whole tasks keep each group's ranking complete; the random order
+    lets every task's measurements be learnt from again over the updates, keeping the network from forgetting
+    them."""
+    if limit is None:
+        return list(tasks)
+    rows, measured = tasks[updated]
+    chosen = [(list(rows[-limit:]), list(measured[-limit:]))]
+    room = limit - len(chosen[0][1])
+    for other in rng.permutation(len(tasks)):
+        rows, measured = tasks[other]
+        if room < 2:
+            break
+        if other == updated or len(measured) < 2:
+            continue
+        if len(measured) <= room:
+            chosen.append((rows, measured))
+            room -= len(measured)
+        else:
+            part = np.sort(rng.choice(len(measured), room, replace=False))
+            chosen.append(([rows[i] for i in part], [measured[i] for i in part]))
+            room = 0
+    return chosen
 
 
 def ranking_examples(tasks: Iterable[tuple[Sequence[np.ndarray], Sequence[float]]]
