@@ -72,6 +72,12 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           "tlp-online-lr3-warm-headroom-diverse-new": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                            online_min_task_measurements=3, task_scheduler="headroom",
                                                            max_per_structure=2, new_structures=1),
+          # the spread setting with the first round's 2 picks of two structures: the model's top 2 were mostly one
+          # structure, and the first round decides a network's latency at ~100 trials (tlp.search.diverse)
+          "tlp-online-lr3-warm-headroom-diverse-first1": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                              online_min_task_measurements=3,
+                                                              task_scheduler="headroom", max_per_structure=2,
+                                                              first_round_per_structure=1),
           # the spread setting with up to 4 places of each batch for the model's best candidates carrying a decision
           # value (unroll depth, one block's compute location) the task has not measured; they end once all are
           # measured, unlike new structures: in a simulation on the stored programs BERT-tiny's layer_norm reached its

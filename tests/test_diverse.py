@@ -140,6 +140,29 @@ def test_places_for_new_decision_values_measure_values_an_exploiting_model_never
         StructureDiverseSearch(population_size=8, max_per_structure=1, new_decisions=-1)
 
 
+def test_a_tasks_first_batch_can_hold_one_program_per_structure(softmax, host_platform):
+    strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, first_batch_per_structure=1)
+    context = tune_context(softmax, host_platform.target, strategy, rand_state=1)
+    spaces = context.space_generator.generate_design_space(context.mod)
+    database, model = ms.database.MemoryDatabase(), ms.cost_model.RandomModel(seed=0)
+    strategy.pre_tuning(12, 4, spaces, database, model)
+    assert strategy.first_batch  # nothing of the task in the database
+    first = strategy.generate_measure_candidates()
+    assert len(first) == 4 and len({structure_of(c.sch.trace) for c in first}) == 4
+    results = [ms.runner.RunnerResult(run_secs=[1e-5], error_msg=None) for _ in first]
+    strategy.notify_runner_results(first, results)
+    workload = database.commit_workload(context.mod)
+    for candidate in first:  # what MetaSchedule's measure callback stores before the next batch
+        database.commit_tuning_record(ms.database.TuningRecord(candidate.sch.trace, workload, [1e-5]))
+    strategy.post_tuning()
+    strategy.pre_tuning(8, 4, spaces, database, model)  # restarted after the first round (tlp.search.first_round)
+    assert not strategy.first_batch  # its batches are capped by max_per_structure again
+    strategy.post_tuning()
+    assert strategy._inst.clone().first_batch_per_structure == 1
+    with pytest.raises(ValueError, match="first_batch_per_structure must be at least 0"):
+        StructureDiverseSearch(population_size=8, max_per_structure=1, first_batch_per_structure=-1)
+
+
 def test_decision_values_are_per_position_and_kind():
     structure = (("SampleCategorical", "2"), ("SampleComputeLocation", "-1"), ("SampleComputeLocation", "-1"))
     assert decision_values(structure) == {(0, "SampleCategorical", "2"), (1, "SampleComputeLocation", "-1"),

@@ -487,6 +487,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TLPError("tlp tune: --first-round-trials must be at least 1")
     if args.max_per_structure < 0:
         raise TLPError("tlp tune: --max-per-structure must be at least 1 (or 0: off)")
+    if args.first_round_per_structure < 0:
+        raise TLPError("tlp tune: --first-round-per-structure must be at least 1 (or 0: as --max-per-structure)")
     for flag, places in (("--new-structures", args.new_structures), ("--new-decisions", args.new_decisions)):
         if not 0 <= places <= args.trials_per_iter:
             raise TLPError(f"tlp tune: {flag} takes places of a batch: between 0 and --trials-per-iter "
@@ -510,6 +512,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                         first_round_transferred=args.first_round_transferred or 0,
                         transfer_from=args.transfer_from, transfer_exclude_networks=_networks(args.transfer_exclude),
                         task_scheduler=args.task_scheduler, max_per_structure=args.max_per_structure,
+                        first_round_per_structure=args.first_round_per_structure,
                         new_structures=args.new_structures, new_decisions=args.new_decisions,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
@@ -765,6 +768,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="measure at most N candidates of one structure (unroll depth, compute locations) per "
                                 "batch: the cost model's best of 4x the batch, spread over the structures it ranks "
                                 "high (default 0: the model's top candidates, as MetaSchedule)")
+    tune_verb.add_argument("--first-round-per-structure", type=int, default=0, metavar="N",
+                           help="measure at most N candidates of one structure in each task's first batch (with "
+                                "--first-round-trials 2, N=1 measures the model's best of two structures; default 0: "
+                                "as --max-per-structure)")
     tune_verb.add_argument("--new-structures", type=int, default=0, metavar="K",
                            help="give K places of every batch to structures the task has not measured yet: the cost "
                                 "model's best of random draws of the design space whose structure is new (default 0)")

@@ -33,6 +33,13 @@ the stored programs of BERT-tiny's tasks (Zen 4; the model's picks "measured" fr
 as the search does; ``benchmarks/decision_values_sim.py``), 4 such places of 8 took ``layer_norm`` from 2.1x the
 best to the best after 18 measurements, where the model's picks alone stayed at 1.8x after 58.
 
+With ``first_batch_per_structure`` > 0, a task's first batch (nothing of it measured yet) holds at most that many
+candidates of one structure instead. Why: a first round of 2 picks per task (``tlp.search.first_round``) is too
+small for ``max_per_structure`` to act on, and the model's two best were mostly one structure (18 and 22 of
+MobileNetV2's 33 tasks in the two cascade runs on a Rocket Lake), while the structure of the task's best program
+after 1,000 trials was among the first round's in only 19 and 15 of them; one structure each hedges the model's
+favourite, and the first round decides a network's latency at ~100 trials.
+
 The inner search counts every candidate it hands out as measured and never proposes it again; the ones left out
 here are the model's lower-scored near-duplicates of structures already in the batch, and mutation keeps making
 others like them. The trial budget is kept here (the inner one is ``pool`` times larger).
@@ -81,15 +88,19 @@ def spread_over_structures(ranked: list[Any], size: int, max_per_structure: int)
 @derived_object
 class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
     """``EvolutionarySearch(population_size)`` measuring, per batch, the cost model's best candidates of ``pool``
-    times the batch with at most ``max_per_structure`` of one structure, ``new_structures`` places for the
+    times the batch with at most ``max_per_structure`` of one structure (``first_batch_per_structure`` in the
+    task's first batch, if given), ``new_structures`` places for the
     model's best random draws of structures the task has not measured and up to ``new_decisions`` places for its
     best candidates carrying decision values the task has not measured."""
 
     def __init__(self, population_size: int, max_per_structure: int, pool: int = 4, new_structures: int = 0,
-                 new_decisions: int = 0) -> None:
+                 new_decisions: int = 0, first_batch_per_structure: int = 0) -> None:
         super().__init__()
         if max_per_structure < 1 or pool < 1:
             raise ValueError(f"max_per_structure and pool must be at least 1, not {max_per_structure} and {pool}")
+        if first_batch_per_structure < 0:
+            raise ValueError(f"first_batch_per_structure must be at least 0 (0: max_per_structure), not "
+                             f"{first_batch_per_structure}")
         if new_structures < 0 or new_decisions < 0:
             raise ValueError(f"new_structures and new_decisions must be at least 0, not {new_structures} and "
                              f"{new_decisions}")
@@ -98,6 +109,8 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         self.pool = pool
         self.new_structures = new_structures
         self.new_decisions = new_decisions
+        self.first_batch_per_structure = first_batch_per_structure
+        self.first_batch = True  # nothing of the task measured before this search started (pre_tuning)
         self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
         self.random_draws = ms.search_strategy.ReplayTrace() if new_structures or new_decisions else None
         self.context: Any = None
@@ -121,6 +134,10 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         self.inner.pre_tuning(max_trials * self.pool, num_trials_per_iter * self.pool, design_spaces, database,
                               cost_model)
         self.measured_structures, self.measured_decisions = set(), set()
+        # Read from the database, not from this object: tlp.search.first_round restarts the search after the
+        # task's first (small) batch, and a resumed run's tasks were measured before.
+        self.first_batch = not (database is not None and database.has_workload(self.context.mod)
+                                and database.get_top_k(database.commit_workload(self.context.mod), 1))
         if self.random_draws is not None:
             # ReplayTrace draws its batch afresh on every call; its budget is never reached (see _random_draws).
             self.random_draws.pre_tuning(1 << 30, num_trials_per_iter * self.pool, design_spaces, database,
@@ -157,8 +174,9 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         structures = [structure_of(c.sch.trace) for c in offered]  # once each: a walk over the trace through the FFI
         order = sorted(range(len(candidates)), key=lambda i: -scores[i])
         ranked = [(structures[i], i) for i in order]
-        taken = [ranked[k][1] for k in spread_over_structures(ranked, size - new_structures - new_decisions,
-                                                              self.max_per_structure)]
+        cap = (self.first_batch_per_structure if self.first_batch_per_structure and self.first_batch
+               and not self.measured else self.max_per_structure)
+        taken = [ranked[k][1] for k in spread_over_structures(ranked, size - new_structures - new_decisions, cap)]
         if new_decisions:
             seen = self.measured_decisions.union(*(decision_values(structures[i]) for i in taken))
             for i in sorted(range(len(offered)), key=lambda i: -scores[i]):
@@ -201,4 +219,4 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
 
     def clone(self) -> Any:
         return StructureDiverseSearch(self.population_size, self.max_per_structure, self.pool, self.new_structures,
-                                      self.new_decisions)
+                                      self.new_decisions, self.first_batch_per_structure)

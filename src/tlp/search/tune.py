@@ -78,6 +78,8 @@ class TuneConfig:
     # At most this many candidates of one structure (unroll, compute locations) per batch, the model's best of a
     # larger pool (tlp.search.diverse); 0: MetaSchedule's batches, the model's top candidates whatever they are.
     max_per_structure: int = 0
+    # At most this many of one structure in a task's first batch (tlp.search.diverse); 0: as max_per_structure.
+    first_round_per_structure: int = 0
     # Places of every batch for the model's best random draws of structures the task has not measured
     # (tlp.search.diverse); 0: none.
     new_structures: int = 0
@@ -241,10 +243,11 @@ def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
 
 
 def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
-    if config.max_per_structure or config.new_structures or config.new_decisions:
+    if config.max_per_structure or config.new_structures or config.new_decisions or config.first_round_per_structure:
         # No cap given: one structure may fill a batch, as without spreading.
         evolution = StructureDiverseSearch(config.population, config.max_per_structure or config.trials_per_iter,
-                                           new_structures=config.new_structures, new_decisions=config.new_decisions)
+                                           new_structures=config.new_structures, new_decisions=config.new_decisions,
+                                           first_batch_per_structure=config.first_round_per_structure)
     else:
         evolution = ms.search_strategy.EvolutionarySearch(population_size=config.population)
     first = config.first_round_trials
