@@ -73,7 +73,9 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
                                                            online_min_task_measurements=3, task_scheduler="headroom",
                                                            max_per_structure=2, new_structures=1),
           # the spread setting with the first round's 2 picks of two structures: the model's top 2 were mostly one
-          # structure, and the first round decides a network's latency at ~100 trials (tlp.search.diverse)
+          # structure, and the first round decides a network's latency at ~100 trials (tlp.search.diverse). On
+          # MobileNetV2 (Rocket Lake, 2 seeds, re-timed) its first rounds were worse: 2.7x / 3.5x against 4.0x
+          # (benchmarks/README.md, "MobileNetV2 on the Rocket Lake again")
           "tlp-online-lr3-warm-headroom-diverse-first1": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                               online_min_task_measurements=3,
                                                               task_scheduler="headroom", max_per_structure=2,

@@ -38,7 +38,8 @@ candidates of one structure instead. Why: a first round of 2 picks per task (``t
 small for ``max_per_structure`` to act on, and the model's two best were mostly one structure (18 and 22 of
 MobileNetV2's 33 tasks in the two cascade runs on a Rocket Lake), while the structure of the task's best program
 after 1,000 trials was among the first round's in only 19 and 15 of them; one structure each hedges the model's
-favourite, and the first round decides a network's latency at ~100 trials.
+favourite, and the first round decides a network's latency at ~100 trials. Measured on MobileNetV2 (Rocket Lake,
+2 seeds, picks re-timed) it made the first rounds worse (4.6 / 4.9 ms against 4.3), so it is off by default.
 
 The inner search counts every candidate it hands out as measured and never proposes it again; the ones left out
 here are the model's lower-scored near-duplicates of structures already in the batch, and mutation keeps making
