@@ -5,7 +5,7 @@ The programs of tuning runs (``tlp tune`` / ``search_efficiency.py`` work direct
 per task (``tlp.evaluation.search_metrics.pool_runs``). A replay plays a search whose candidates are those
 programs: a first round of ``--first`` programs per task, then batches of ``--batch`` task after task; each batch
 is the model's top-scored programs of the task not measured yet; "measuring" reads their stored latency; after
-each batch the model learns as :class:`~tlp.search.cost_model.TLPCostModel` does (``learning_sample`` +``ranking_examples`` +
+each batch the model learns as :class:`~tlp.search.cost_model.TLPCostModel` does (``learning_sample`` + ``ranking_examples`` +
 ``TLPModel.fine_tune``, the same :class:`~tlp.search.cost_model.OnlineTuning` settings). Reported: Σ weight × best
 latency over the tasks as a ratio to the pool's best, at given trial counts, median over seeds (each seed keeps a
 random ``--keep`` fraction of every task's programs).

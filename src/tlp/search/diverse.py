@@ -53,6 +53,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms
+from tlp.search.first_round import measured_before
 
 STRUCTURAL_SAMPLES = ("SampleCategorical", "SampleComputeLocation")
 
@@ -111,7 +112,8 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         self.new_structures = new_structures
         self.new_decisions = new_decisions
         self.first_batch_per_structure = first_batch_per_structure
-        self.first_batch = True  # nothing of the task measured before this search started (pre_tuning)
+        # The first-batch cap applies: the option is set and nothing of the task was measured (pre_tuning reads it).
+        self.first_batch = bool(first_batch_per_structure)
         self.inner = ms.search_strategy.EvolutionarySearch(population_size=population_size)
         self.random_draws = ms.search_strategy.ReplayTrace() if new_structures or new_decisions else None
         self.context: Any = None
@@ -137,8 +139,7 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         self.measured_structures, self.measured_decisions = set(), set()
         # Read from the database, not from this object: tlp.search.first_round restarts the search after the
         # task's first (small) batch, and a resumed run's tasks were measured before.
-        self.first_batch = not (database is not None and database.has_workload(self.context.mod)
-                                and database.get_top_k(database.commit_workload(self.context.mod), 1))
+        self.first_batch = bool(self.first_batch_per_structure) and not measured_before(database, self.context.mod)
         if self.random_draws is not None:
             # ReplayTrace draws its batch afresh on every call; its budget is never reached (see _random_draws).
             self.random_draws.pre_tuning(1 << 30, num_trials_per_iter * self.pool, design_spaces, database,
@@ -175,8 +176,7 @@ class StructureDiverseSearch(ms.search_strategy.PySearchStrategy):
         structures = [structure_of(c.sch.trace) for c in offered]  # once each: a walk over the trace through the FFI
         order = sorted(range(len(candidates)), key=lambda i: -scores[i])
         ranked = [(structures[i], i) for i in order]
-        cap = (self.first_batch_per_structure if self.first_batch_per_structure and self.first_batch
-               and not self.measured else self.max_per_structure)
+        cap = self.first_batch_per_structure if self.first_batch and not self.measured else self.max_per_structure
         taken = [ranked[k][1] for k in spread_over_structures(ranked, size - new_structures - new_decisions, cap)]
         if new_decisions:
             seen = self.measured_decisions.union(*(decision_values(structures[i]) for i in taken))

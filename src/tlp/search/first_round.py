@@ -32,6 +32,11 @@ from tlp._tvm import ms, structural_hash
 from tlp.search.transfer import replayed_candidates, transferred_schedules
 
 
+def measured_before(database: Any, mod: Any) -> bool:
+    """Whether ``database`` holds a measured program of the task ``mod`` (an earlier batch or a resumed run)."""
+    return database is not None and bool(database.get_top_k(database.commit_workload(mod), 1))
+
+
 @derived_object
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     """``inner`` (default ``EvolutionarySearch(population_size)``; also :class:`tlp.search.diverse.
@@ -72,7 +77,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.tuning = (num_trials_per_iter, design_spaces, database, cost_model)
         self.measured, self.measured_hashes = 0, set()
         # A task an earlier run measured (a resumed run) had its first round: full batches at once.
-        self.in_first_round = not (database is not None and database.get_top_k(database.commit_workload(self.mod), 1))
+        self.in_first_round = not measured_before(database, self.mod)
         if self.in_first_round:
             first = self.first_size = min(self.first_batch, num_trials_per_iter, max_trials)
             self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
