@@ -46,6 +46,11 @@ SETTINGS: dict[str, tuple[OnlineTuning, bool]] = {
     "per-task-lr1e-3": (OnlineTuning(steps=5, lr=1e-3, max_examples=None), True),
     # the same, each update learning from a bounded sample (TLPCostModel's default since 2026-11-30)
     "shared-lr1e-3-warm-sampled": (OnlineTuning(steps=5, lr=1e-3, min_task_measurements=3), False),
+    # the same, only the first network (a cascade's first stage) learning whole, the others their head only
+    "shared-lr1e-3-warm-sampled-member-heads": (OnlineTuning(steps=5, lr=1e-3, min_task_measurements=3, backbones=1),
+                                                False),
+    # the same, every network learning only its head
+    "shared-lr1e-3-warm-sampled-heads": (OnlineTuning(steps=5, lr=1e-3, min_task_measurements=3, backbones=0), False),
 }
 
 
@@ -80,7 +85,7 @@ def replay(model: TLPModel, head: int, features: np.ndarray, latencies: np.ndarr
                     [(features[measured[t]], latencies[measured[t]]) for t in learnt], learnt.index(task),
                     online.max_examples, sampler))
                 if examples is not None:
-                    learner.fine_tune(*examples, online.steps, online.lr, None, head)
+                    learner.fine_tune(*examples, online.steps, online.lr, None, head, online.backbones)
             if all(measured.values()):
                 best = sum(weights[t] * latencies[measured[t]].min() for t in pools)
                 curve.append((trials, float(best / pool_best)))

@@ -90,6 +90,17 @@ def test_the_search_scores_with_the_ensemble_and_fine_tunes_every_member(collect
     for member, state in zip(cost_model.model.members, before):
         assert any(not torch.equal(state[k], v) for k, v in member.net.state_dict().items())
 
+    # backbones=1: the first member learns whole, the second only the platform's head
+    cheap = TLPCostModel(str(out), OnlineTuning(steps=2, lr=1e-3, backbones=1), target=host_platform.target)
+    cheap.predict(context, batch)
+    before = [{k: v.clone() for k, v in m.net.state_dict().items()} for m in cheap.model.members]
+    cheap.update(context, candidates, [ms.runner.RunnerResult(p.run_secs, None) for p in measured])
+    assert cheap.fine_tune_steps == 4
+    changed = [{k for k, v in m.net.state_dict().items() if not torch.equal(state[k], v)}
+               for m, state in zip(cheap.model.members, before)]
+    assert any(not k.startswith("heads.") for k in changed[0])
+    assert changed[1] and all(k.startswith(f"heads.{cheap.head}.") for k in changed[1])
+
 
 def test_members_that_cannot_be_read_together_are_refused(collected, host_platform, members, tmp_path):
     dataset, _ = collected

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from tlp._tvm import ms, to_plain, trace_json, tvm
 from tlp.dataset.measure import MeasureConfig, Measurer
@@ -14,7 +15,7 @@ from tlp.search import OnlineTuning, PlatformMismatchWarning, TLPCostModel
 from tlp.search.cost_model import learning_sample
 from tlp.workloads.extract import relax_module_from_torch
 
-from conftest import tune_context
+from conftest import tlp_cli, tune_context
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,6 @@ def test_tlp_cost_model_drives_tune_tir(tiny_tasks, tiny_checkpoint, host_platfo
 
 @pytest.mark.slow
 def test_tlp_cost_model_drives_tune_relax(tiny_checkpoint, host_platform, tmp_path):
-    import torch
     from tvm import relax
 
     _drop_unnamed_log_handlers()
@@ -79,7 +79,8 @@ def test_tlp_cost_model_drives_tune_relax(tiny_checkpoint, host_platform, tmp_pa
         cost_model=cost_model, seed=1)
     assert len(database.get_all_tuning_records()) == 8
     assert cost_model.candidates_scored > 8
-    assert all(seconds > 0 for seconds in cost_model.seconds.values())  # where predict's time went
+    assert all(cost_model.seconds[part] > 0 for part in ("trace", "featurize", "network"))  # where predict's went
+    assert cost_model.seconds["fine_tune"] == 0.0  # no online fine-tuning asked for
 
 
 def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny_checkpoint, host_platform):
@@ -100,8 +101,18 @@ def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny
     on = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=3, lr=1e-3), target=host_platform.target)
     failed = ms.runner.RunnerResult(None, "build failed")  # failures carry no latency and are skipped
     on.update(tune_context(task, host_platform.target, "replay-trace"), batch + batch[:1], results + [failed])
-    assert on.fine_tune_steps == 3
+    assert on.fine_tune_steps == 3 and on.seconds["fine_tune"] > 0
     assert any((before[k] != v).any() for k, v in on.model.net.state_dict().items())
+
+    # backbones=0: only this platform's head learns; the backbone (and every other head) stays as shipped
+    heads_only = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=3, lr=1e-3, backbones=0),
+                              target=host_platform.target)
+    heads_only.update(tune_context(task, host_platform.target, "replay-trace"), batch, results)
+    assert heads_only.fine_tune_steps == 3
+    head_prefix = f"heads.{heads_only.head}."
+    changed = {k for k, v in heads_only.model.net.state_dict().items() if not torch.equal(before[k], v)}
+    assert changed and all(k.startswith(head_prefix) for k in changed)
+    assert not heads_only.model.net.training  # left ready to score
 
 
 def test_online_fine_tuning_waits_for_a_task_to_pass_its_first_round(collected, candidates, tiny_checkpoint,
@@ -130,8 +141,8 @@ def test_tune_config_passes_the_online_settings_to_every_tlp_cost_model(tiny_che
     from tlp.search.tune import TuneConfig, make_cost_model
 
     config = TuneConfig(cost_model="tlp", model_path=str(tiny_checkpoint), online_steps=3, online_lr=1e-3,
-                        online_min_task_measurements=3)
-    expected = OnlineTuning(steps=3, lr=1e-3, min_task_measurements=3)
+                        online_min_task_measurements=3, online_backbones=1)
+    expected = OnlineTuning(steps=3, lr=1e-3, min_task_measurements=3, backbones=1)
     assert make_cost_model(config, host_platform.target).online == expected
     config.cost_model = "tlp+xgb"  # the blend's TLP side fine-tunes the same way
     assert make_cost_model(config, host_platform.target).tlp.online == expected
@@ -146,6 +157,13 @@ def test_an_online_learning_rate_that_cannot_work_is_refused(lr):
 def test_a_negative_minimum_of_task_measurements_is_refused():
     with pytest.raises(ValueError, match="minimum measurements per task must be 0 or more, got -1"):
         OnlineTuning(steps=5, min_task_measurements=-1)
+
+
+def test_a_negative_count_of_networks_learning_whole_is_refused(tiny_checkpoint):
+    with pytest.raises(ValueError, match="networks learning whole online must be 0 or more .* got -1"):
+        OnlineTuning(steps=5, backbones=-1)
+    run = tlp_cli(["tune", "dense_64x64x64", "--online-steps", "5", "--online-backbones", "-1"])
+    assert run.returncode != 0 and "--online-backbones must be 0 or more" in run.stderr
 
 
 def test_a_limit_below_two_measurements_per_update_is_refused():

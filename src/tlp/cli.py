@@ -489,6 +489,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TLPError("tlp tune: --max-per-structure must be at least 1 (or 0: off)")
     if args.first_round_per_structure < 0:
         raise TLPError("tlp tune: --first-round-per-structure must be at least 1 (or 0: as --max-per-structure)")
+    if args.online_backbones is not None and args.online_backbones < 0:
+        raise TLPError("tlp tune: --online-backbones must be 0 or more (0: every network learns only its head)")
     for flag, places in (("--new-structures", args.new_structures), ("--new-decisions", args.new_decisions)):
         if not 0 <= places <= args.trials_per_iter:
             raise TLPError(f"tlp tune: {flag} takes places of a batch: between 0 and --trials-per-iter "
@@ -516,7 +518,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                         new_structures=args.new_structures, new_decisions=args.new_decisions,
                         cost_model=args.cost_model, model_path=args.model, online_steps=args.online_steps,
                         online_lr=args.online_lr, online_min_task_measurements=args.online_min_task_measurements,
-                        post_optimization=args.post_optimization,
+                        online_backbones=args.online_backbones, post_optimization=args.post_optimization,
                         post_optimization_trials=args.post_optimization_trials, seed=args.seed, population=args.population,
                         measure=MeasureConfig(run_timeout_s=args.run_timeout), dataset=args.dataset,
                         predicted_schedules=not args.no_predicted_schedules)
@@ -789,6 +791,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--online-min-task-measurements", type=int, default=0, metavar="N",
                            help="fine-tune only after batches of tasks with at least N measurements (e.g. 3: not on "
                                 "a first round of 2, which at a high --online-lr spoils the next tasks' first picks)")
+    tune_verb.add_argument("--online-backbones", type=int, default=None, metavar="N",
+                           help="only the model's first N networks (a cascade's first stage first) fine-tune whole; "
+                                "the others fine-tune only this platform's head, at a small share of the cost "
+                                "(default: all whole)")
     tune_verb.add_argument("--post-optimization", action="store_true",
                            help="Droplet coordinate descent on each task's best program after the search")
     tune_verb.add_argument("--post-optimization-trials", type=int, default=100, help="Droplet trials per task")

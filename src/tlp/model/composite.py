@@ -62,12 +62,15 @@ class CompositeModel:
         raise NotImplementedError
 
     def fine_tune(self, features: np.ndarray, labels: np.ndarray, groups: np.ndarray, steps: int,
-                  lr: float = 1e-4, max_seconds: float | None = None, head: int = 0) -> int:
+                  lr: float = 1e-4, max_seconds: float | None = None, head: int = 0,
+                  backbones: int | None = None) -> int:
         """Every network's ``fine_tune`` on the same measurements (``features`` as :attr:`featurizer` makes
-        them), sharing ``max_seconds``; returns the steps taken by all of them together."""
+        them), sharing ``max_seconds``; the first ``backbones`` networks (a cascade's first stage first; ``None``:
+        all) learn whole, the others only head ``head``. Returns the steps taken by all of them together."""
         share = None if max_seconds is None else max_seconds / len(self.parts)
-        return sum(part.fine_tune(self._features_for(part, features), labels, groups, steps, lr, share, head)
-                   for part in self.parts)
+        return sum(part.fine_tune(self._features_for(part, features), labels, groups, steps, lr, share, head,
+                                  None if backbones is None else int(number < backbones))
+                   for number, part in enumerate(self.parts))
 
     def _features_for(self, part: TLPModel, features: np.ndarray) -> np.ndarray:
         """``features`` (made by :attr:`featurizer`) as ``part`` reads them."""

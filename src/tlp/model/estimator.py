@@ -460,11 +460,15 @@ class TLPModel:
         return float(np.mean(values)) if values else float("nan")
 
     def fine_tune(self, features: np.ndarray, labels: np.ndarray, groups: np.ndarray, steps: int,
-                  lr: float = 1e-4, max_seconds: float | None = None, head: int = 0) -> int:
+                  lr: float = 1e-4, max_seconds: float | None = None, head: int = 0,
+                  backbones: int | None = None) -> int:
         """A few gradient steps on new measurements of one head's platform, keeping the vocabularies (used while
         tuning).
 
-        Returns the number of steps taken: ``max_seconds`` bounds the time so fine-tuning never stalls a search.
+        ``backbones``: how many networks, in a model's order, learn with their backbones (``None``: all); here one
+        network, so ``0`` learns only head ``head`` (the backbone's states are computed once, without gradients:
+        a small share of a whole step's cost). Returns the number of steps taken: ``max_seconds`` bounds the time
+        so fine-tuning never stalls a search.
         """
         if self.net is None:
             raise RuntimeError("the model is not trained or loaded")
@@ -474,15 +478,24 @@ class TLPModel:
             return 0  # no task with two valid programs yet: nothing to rank
         device = next(self.net.parameters()).device
         loss_fn = LOSSES[self.train_config.loss]
-        optimizer = torch.optim.AdamW(self.net.parameters(), lr=lr, weight_decay=self.train_config.weight_decay)
+        whole = backbones is None or backbones > 0
+        learnt = self.net.parameters() if whole else self.net.heads[head].parameters()
+        optimizer = torch.optim.AdamW(learnt, lr=lr, weight_decay=self.train_config.weight_decay)
         x = torch.from_numpy(features).to(device)
         y = torch.from_numpy(labels.astype(np.float32)).to(device)
         g = torch.from_numpy(groups.astype(np.int64)).to(device)
         start, taken = time.perf_counter(), 0
-        self.net.train()
+        states = None
+        if whole:
+            self.net.train()
+        else:
+            self.net.eval()
+            with torch.no_grad():  # the backbone stays as it is: its states are the same at every step
+                states = self.net.backbone(x)
+            self.net.heads[head].train()
         for _ in range(steps):
             optimizer.zero_grad()
-            loss = loss_fn(self.net(x, head), y, g)
+            loss = loss_fn(self.net(x, head) if states is None else self.net.score(*states, head), y, g)
             loss.backward()
             optimizer.step()
             taken += 1

@@ -64,6 +64,10 @@ class OnlineTuning:
     # of 2 programs per task says little about the task, and at a high rate its steps move the shared network far
     # enough to spoil the next tasks' first picks (BERT-tiny at lr 1e-3: 2.9-3.4 ms after the first round vs 1.4).
     min_task_measurements: int = 0
+    # How many of the model's networks learn whole (a cascade's first stage first; ``None``: all); the others learn
+    # only this platform's head, on backbone states computed once per update. The cascade's four ensemble members
+    # are ~85 % of a whole update's cost (benchmarks/README.md, "What an online update costs").
+    backbones: int | None = None
 
     def __post_init__(self) -> None:
         # A zero, negative or NaN rate would silently do nothing, climb the loss or fill the network with NaN.
@@ -72,6 +76,9 @@ class OnlineTuning:
         if self.min_task_measurements < 0:  # would act as 0 and hide a typo
             raise OnlineTuningError("the online fine-tuning's minimum measurements per task must be 0 or more, "
                                     f"got {self.min_task_measurements}")
+        if self.backbones is not None and self.backbones < 0:
+            raise OnlineTuningError(f"the number of networks learning whole online must be 0 or more (or None for "
+                                    f"all), got {self.backbones}")
         if self.max_examples is not None and self.max_examples < 2:  # a ranking needs two programs
             raise OnlineTuningError("online fine-tuning learns from at least 2 measurements per update, got a "
                                     f"limit of {self.max_examples}")
@@ -115,8 +122,9 @@ class TLPCostModel(PyCostModel):
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
         self._rng = np.random.default_rng(0)  # which other tasks' measurements an update learns from
         self.candidates_scored = 0
-        # Where predict's time goes (cumulative seconds): reading traces, featurizing, the network.
-        self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0}
+        # Where the cost model's time goes (cumulative seconds): predict's reading traces, featurizing and network;
+        # update's fine-tuning.
+        self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0, "fine_tune": 0.0}
         self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
         self.head, self.head_platform = self._choose_head()
         self._index_maps_as_text = self._reads_index_maps()
@@ -220,8 +228,10 @@ class TLPCostModel(PyCostModel):
         examples = ranking_examples(learning_sample(tasks, index, self.online.max_examples, self._rng))
         if examples is None:
             return
+        started = time.perf_counter()
         self.fine_tune_steps += self.model.fine_tune(*examples, self.online.steps, self.online.lr,
-                                                     self.online.max_seconds, self.head)
+                                                     self.online.max_seconds, self.head, self.online.backbones)
+        self.seconds["fine_tune"] += time.perf_counter() - started
 
 
 def learning_sample(tasks: Sequence[tuple[Sequence[np.ndarray], Sequence[float]]], updated: int,

@@ -256,9 +256,11 @@ def format_report(report: dict[str, Any]) -> str:
                      f" (nearest to {head['tuning_platform']}; `tlp adapt` makes this machine's own)"))
     if report.get("cost_model_time_s"):
         spent = report["cost_model_time_s"]
-        lines.append(f"TLP cost model: {report['candidates_scored']} candidates scored in {sum(spent.values()):.1f} s "
+        scoring = spent["trace"] + spent["featurize"] + spent["network"]
+        lines.append(f"TLP cost model: {report['candidates_scored']} candidates scored in {scoring:.1f} s "
                      f"(traces {spent['trace']:.1f} s, features {spent['featurize']:.1f} s, "
-                     f"network {spent['network']:.1f} s)")
+                     f"network {spent['network']:.1f} s)"
+                     + (f"; online fine-tuning {spent['fine_tune']:.1f} s" if spent.get("fine_tune") else ""))
     if report.get("curve_png"):
         lines.append(f"curve: {report['curve_png']}")
     lines.append(f"database: {report['work_dir']} (MetaSchedule JSONDatabase; re-run to continue)")

@@ -91,6 +91,7 @@ class TuneConfig:
     online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
     online_lr: float = 1e-4  # their learning rate
     online_min_task_measurements: int = 0  # learn only from batches of tasks measured at least this often
+    online_backbones: int | None = None  # networks learning whole online (the rest: their head); None: all
     post_optimization: bool = False  # Droplet coordinate descent after the search
     post_optimization_trials: int = 100
     seed: int = 1
@@ -125,7 +126,8 @@ def _tlp_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
 
     online = OnlineTuning(steps=config.online_steps, lr=config.online_lr,
-                          min_task_measurements=config.online_min_task_measurements)
+                          min_task_measurements=config.online_min_task_measurements,
+                          backbones=config.online_backbones)
     return TLPCostModel(config.model_path, online, target=target)
 
 
