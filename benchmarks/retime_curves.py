@@ -123,7 +123,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--summarize", type=Path, nargs="+", metavar="RESULT",
                         help="redraw the curves from earlier results' timings (no measuring), e.g. with another "
-                             "--estimator; the work directories must be those results' runs, named alike; several "
+                             "--estimator; the work directories must be those results' runs (or some of them), "
+                             "named alike; several "
                              "results of the same runs pool their passes (each program's estimate over all of them)")
     args = parser.parse_args()
     runs = [RunPicks(d) for d in args.work_dirs]
@@ -132,7 +133,9 @@ def main() -> None:
         raw, seconds, args.passes = {}, [], 0
         for path in args.summarize:
             stored = json.loads(path.read_text())
-            timings_here = {(number.get(t["run"]), t["record"]): t["passes_s"] for t in stored["timings"]}
+            # a result may hold more runs than these (an earlier re-timing of a larger set): only these are read
+            timings_here = {(number[t["run"]], t["record"]): t["passes_s"] for t in stored["timings"]
+                            if t["run"] in number}
             if set(timings_here) != {(r, p) for r, run in enumerate(runs) for p in run.picks()}:
                 raise SystemExit(f"{path}: its timings are not of these runs' picks")
             for job, values in timings_here.items():
