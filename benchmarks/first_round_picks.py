@@ -57,6 +57,7 @@ def part_scores(model: Any, test: LabeledPrograms, platform_id: str) -> dict[str
                                               [test.extents.get(test.task_keys[i]) for i in index])
         scores["model"][index] = model.predict_features(features, head)
         if "first" in scores:
+            # pylint: disable-next=protected-access
             scores["first"][index] = model.first.predict_features(model._features_for(model.first, features), head)
         for number, member in enumerate(members):
             scores[f"member{number}"][index] = member.predict_features(features, head)
