@@ -74,6 +74,12 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
                                                                     online_min_task_measurements=3,
                                                                     task_scheduler="headroom", max_per_structure=2,
                                                                     online_backbones=1),
+          # the spread setting with the first round's second place for the ensemble members' own first choice
+          # (tlp.search.first_round member picks): the model's second-best is mostly its best's near twin
+          "tlp-online-lr3-warm-headroom-diverse-member-pick": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                                   online_min_task_measurements=3,
+                                                                   task_scheduler="headroom", max_per_structure=2,
+                                                                   first_round_member_picks=1),
           # the same, one place of each batch for the model's best random draw of a structure the task has not
           # measured: spreading alone never reached layer_norm's fast structure (the model ranks it below its top 32)
           "tlp-online-lr3-warm-headroom-diverse-new": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,

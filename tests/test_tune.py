@@ -230,6 +230,11 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     assert too_many_new.returncode == 2 and "--new-structures takes places of a batch" in too_many_new.stderr
     negative_values = _tune(["dense_64x64x64", "--new-decisions", "-1"])
     assert negative_values.returncode == 2 and "--new-decisions takes places of a batch" in negative_values.stderr
+    member_place = _tune(["dense_64x64x64", "--first-round-trials", "1", "--first-round-member-picks", "1"])
+    assert member_place.returncode == 2 and "give --first-round-trials above K" in member_place.stderr
+    member_xgb = _tune(["dense_64x64x64", "--first-round-trials", "2", "--first-round-member-picks", "1",
+                        "--cost-model", "xgb"])
+    assert member_xgb.returncode == 2 and "needs --cost-model tlp, not xgb" in member_xgb.stderr
     transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1"])
     assert transfer_alone.returncode == 2 and "give --first-round-trials at least K" in transfer_alone.stderr
     library_alone = _tune(["dense_64x64x64", "--transfer-from", str(tmp_path)])

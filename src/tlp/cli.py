@@ -498,6 +498,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.first_round_transferred and not (args.first_round_trials or 0) >= args.first_round_transferred > 0:
         raise TLPError("tlp tune: --first-round-transferred K takes K of the first round's places: give "
                        "--first-round-trials at least K (and below --trials-per-iter)")
+    if args.first_round_member_picks and not (args.first_round_trials or 0) > args.first_round_member_picks > 0:
+        raise TLPError("tlp tune: --first-round-member-picks K takes K of the first round's places after the model's "
+                       "best: give --first-round-trials above K (and below --trials-per-iter)")
+    if args.first_round_member_picks and args.cost_model != "tlp":
+        raise TLPError("tlp tune: --first-round-member-picks picks the TLP model's networks' own first choices: it "
+                       f"needs --cost-model tlp, not {args.cost_model}")
     if args.transfer_from and not args.first_round_transferred:
         raise TLPError("tlp tune: --transfer-from fills first-round places with the dataset's schedules: give "
                        "--first-round-transferred K (and --first-round-trials at least K)")
@@ -512,6 +518,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     config = TuneConfig(trials=args.trials, trials_per_task=args.trials_per_task, trials_per_iter=args.trials_per_iter,
                         first_round_trials=args.first_round_trials,
                         first_round_transferred=args.first_round_transferred or 0,
+                        first_round_member_picks=args.first_round_member_picks,
                         transfer_from=args.transfer_from, transfer_exclude_networks=_networks(args.transfer_exclude),
                         task_scheduler=args.task_scheduler, max_per_structure=args.max_per_structure,
                         first_round_per_structure=args.first_round_per_structure,
@@ -755,6 +762,11 @@ def build_parser() -> argparse.ArgumentParser:
                            help="of the first round's places per task, K go to other tasks' best measured schedules "
                                 "replayed on it (tile sizes refitted), the cost model's best-scored ones: a network's "
                                 "tasks repeat one structure at many shapes")
+    tune_verb.add_argument("--first-round-member-picks", type=int, default=0, metavar="K",
+                           help="of the first round's places per task after the model's best, K go to its networks' "
+                                "own first choices (an ensemble's members, among the candidates a cascade re-ranks), "
+                                "the ones the whole model ranks highest: they hedge its favourite where the members "
+                                "disagree (the shipped model is a cascade; default 0: the model's next best)")
     tune_verb.add_argument("--transfer-from", metavar="DATASET",
                            help="take --first-round-transferred's schedules from this dataset instead of the run's "
                                 "other tasks: the fastest programs (this platform's) of each task's nearest stored "

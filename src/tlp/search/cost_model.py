@@ -172,25 +172,30 @@ class TLPCostModel(PyCostModel):
             return np.zeros(0, dtype="float64")
         state = self._task(context)
         self.candidates_scored += len(candidates)
-        started = time.perf_counter()
-        traces = [trace_json(c.sch.trace, self._index_maps_as_text) for c in candidates]
-        traced = time.perf_counter()
-        if len(self._feature_cache) > 65536:  # lists and rows (~1 KB each) of the recent tasks
-            self._feature_cache.clear()
-        features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
+        features = self._features(state, candidates)
         featurized = time.perf_counter()
         # precision "auto": fp32 unless TLP_SCORING_PRECISION opts into bfloat16 on CPUs with native bfloat16
         # (AVX512_BF16/AMX, e.g. Zen 4): 1.2-1.35x less network time, held-out top-1 unchanged on every head, but
         # no measurable end-to-end gain and not checked in a search (tlp.model.inference, benchmarks/README.md).
         scores = self.model.predict_features(features, self.head, self._threads, precision="auto").astype("float64")
-        self.seconds["trace"] += traced - started
-        self.seconds["featurize"] += featurized - traced
         self.seconds["network"] += time.perf_counter() - featurized
         if state.offset is None:
             state.offset = float(np.mean(scores))
             state.scale = float(np.std(scores)) or 1.0
         z = np.clip((scores - state.offset) / state.scale, -30.0, 30.0)
         return np.exp(z).astype("float64")
+
+    def first_choices(self, context: Any, candidates: list[Any]) -> list[int]:
+        """Indices of the candidates each of the model's final networks scores best (an ensemble's members; a
+        cascade's, among its first stage's top), without repeats; one for a single network. Where they disagree
+        the model's mean is unsure, and a first round measuring one of each hedges it (tlp.search.first_round)."""
+        if not candidates:
+            return []
+        features = self._features(self._task(context), candidates)
+        started = time.perf_counter()
+        choices = self.model.first_choices(features, self.head, self._threads)
+        self.seconds["network"] += time.perf_counter() - started
+        return choices
 
     def update(self, context: Any, candidates: list[Any], results: list[Any]) -> None:
         if self.online.steps <= 0:
@@ -215,6 +220,18 @@ class TLPCostModel(PyCostModel):
         self._feature_cache.clear()
 
     # ---- internals -----------------------------------------------------------------------------------------
+    def _features(self, state: _TaskState, candidates: list[Any]) -> np.ndarray:
+        """The model's feature rows of ``candidates`` (a task's), timed as reading traces and featurizing."""
+        started = time.perf_counter()
+        traces = [trace_json(c.sch.trace, self._index_maps_as_text) for c in candidates]
+        traced = time.perf_counter()
+        if len(self._feature_cache) > 65536:  # lists and rows (~1 KB each) of the recent tasks
+            self._feature_cache.clear()
+        features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
+        self.seconds["trace"] += traced - started
+        self.seconds["featurize"] += time.perf_counter() - traced
+        return features
+
     def _task(self, context: Any) -> _TaskState:
         key = structural_hash(context.mod)
         if key not in self._tasks:

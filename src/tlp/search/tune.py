@@ -72,6 +72,9 @@ class TuneConfig:
     # the workloads of ``transfer_exclude_networks`` (a benchmark on held-out networks).
     transfer_from: str | None = None
     transfer_exclude_networks: tuple[str, ...] = ()
+    # Of the first round's places after the model's best, how many go to its networks' own first choices (an
+    # ensemble's members, a cascade's; tlp.search.first_round); needs the TLP cost model and a first round of 2+.
+    first_round_member_picks: int = 0
     # Which task gets the next batch: MetaSchedule's gradient rule, or each task's distance from the best throughput
     # the run has reached (tlp.search.scheduler.HeadroomScheduler).
     task_scheduler: str = "gradient"
@@ -211,7 +214,8 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
 
 
 # ---- tuning ------------------------------------------------------------------------------------------------
-def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None) -> list[Any]:
+def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None,
+              cost_model: Any = None) -> list[Any]:
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
     # MetaSchedule's logging config lists its logger's handlers by name and fails on an unnamed one (pytest's
     # capture handlers, a notebook's own): set those aside while it configures, then give them back.
@@ -225,7 +229,7 @@ def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig,
         for handler in unnamed:
             ms_logger.addHandler(handler)
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
-                           search_strategy=_search_strategy(config, library),
+                           search_strategy=_search_strategy(config, library, cost_model),
                            task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
             for i, (task, logger) in enumerate(zip(tunable.tasks, loggers))]
 
@@ -244,7 +248,7 @@ def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
                                         exclude_networks=config.transfer_exclude_networks)
 
 
-def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
+def _search_strategy(config: TuneConfig, library: Any = None, cost_model: Any = None) -> Any:
     if config.max_per_structure or config.new_structures or config.new_decisions or config.first_round_per_structure:
         # No cap given: one structure may fill a batch, as without spreading.
         evolution = StructureDiverseSearch(config.population, config.max_per_structure or config.trials_per_iter,
@@ -253,11 +257,19 @@ def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
     else:
         evolution = ms.search_strategy.EvolutionarySearch(population_size=config.population)
     first = config.first_round_trials
+    member_picks = config.first_round_member_picks
+    if member_picks and not hasattr(cost_model, "first_choices"):
+        raise TLPError("first-round member picks are the TLP model's networks' own first choices: they need the "
+                       f"tlp cost model, not {config.cost_model}")
     if first is not None and first < config.trials_per_iter:
-        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution, library)
-    if config.first_round_transferred:
-        raise TLPError("transferred schedules take places of a first round smaller than a batch: set "
-                       "first_round_trials below trials_per_iter")
+        if member_picks >= first:
+            raise TLPError(f"first-round member picks take places after the model's best: at most "
+                           f"first_round_trials - 1 ({first - 1}), not {member_picks}")
+        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution, library,
+                                member_picks, cost_model)
+    if config.first_round_transferred or member_picks:
+        raise TLPError("transferred schedules and member picks take places of a first round smaller than a batch: "
+                       "set first_round_trials below trials_per_iter")
     return evolution
 
 
@@ -320,7 +332,8 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
             1, config.trials_per_task - min(done_per_task))
         try:
             with _stop_on_ctrl_c(stop):
-                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config, library), task_weights=weights,
+                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config, library, cost_model),
+                                   task_weights=weights,
                                    work_dir=str(work_dir), max_trials_global=remaining, max_trials_per_task=per_task,
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
                                    runner=measurer.runner, database=database, cost_model=cost_model,
