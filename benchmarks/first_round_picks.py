@@ -107,15 +107,11 @@ def score_rules(test: LabeledPrograms, rules: dict[str, Rule], networks: list[st
     latencies = test.latencies
     out: dict[str, Any] = {}
     for network in networks:
-        rows: dict[str, list[int]] = {}
-        for row, key in enumerate(test.task_keys):
-            if network in test.networks_of(key):
-                rows.setdefault(key, []).append(row)
-        if not rows:
+        tasks = test.network_tasks(network)
+        if not tasks:
             continue
         best_sum, picked_sum, per_task = 0.0, dict.fromkeys(rules, 0.0), {}
-        for key, task_rows in rows.items():
-            index, weight = np.array(task_rows), float(test.catalogue[key]["networks"][network])
+        for key, index, weight in tasks:
             best = float(latencies[index].min())
             best_sum += weight * best
             per_task[key] = {"weight": weight, "programs": len(index), "best_s": best}
@@ -123,7 +119,7 @@ def score_rules(test: LabeledPrograms, rules: dict[str, Rule], networks: list[st
                 picked = float(latencies[rule(index)].min())
                 picked_sum[name] += weight * picked
                 per_task[key][name] = round(picked / best, 4)
-        out[network] = {"tasks": len(rows), "programs": sum(len(r) for r in rows.values()),
+        out[network] = {"tasks": len(tasks), "programs": sum(len(index) for _, index, _ in tasks),
                         "score": {name: round(best_sum / value, 4) for name, value in picked_sum.items()},
                         "per_task": per_task}
     return out

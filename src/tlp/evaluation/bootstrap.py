@@ -20,15 +20,6 @@ DEFAULT_DRAWS = 200
 LEVEL = 0.90  # the interval's coverage: the 5th to the 95th percentile of the draws
 
 
-def _network_tasks(programs: LabeledPrograms, network: str) -> list[tuple[np.ndarray, float]]:
-    """(program rows, weight in ``network``) of each task of ``network``."""
-    rows: dict[str, list[int]] = {}
-    for row, key in enumerate(programs.task_keys):
-        if network in programs.networks_of(key):
-            rows.setdefault(key, []).append(row)
-    return [(np.array(index), float(programs.catalogue[key]["networks"][network])) for key, index in rows.items()]
-
-
 def resampled_top1(programs: LabeledPrograms, scores: dict[str, np.ndarray], networks: list[str],
                    draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
     """TenSet top-1 (mean over ``networks``) of each model in ``scores`` (name -> scores of ``programs``, columns in
@@ -36,7 +27,7 @@ def resampled_top1(programs: LabeledPrograms, scores: dict[str, np.ndarray], net
     scored on the same resamples, so columns can be compared draw by draw."""
     rng = np.random.default_rng(seed)
     names = list(scores)
-    per_network = [_network_tasks(programs, n) for n in networks]
+    per_network = [[(index, weight) for _, index, weight in programs.network_tasks(n)] for n in networks]
     per_network = [tasks for tasks in per_network if tasks]
     top1 = np.zeros((draws, len(names)))
     for draw in range(draws):

@@ -48,6 +48,14 @@ class LabeledPrograms:
     def networks_of(self, key: str) -> set[str]:
         return set(self.catalogue.get(key, {}).get("networks", {}))
 
+    def network_tasks(self, network: str) -> list[tuple[str, np.ndarray, float]]:
+        """``(task key, program rows, weight in network)`` of each task of ``network`` (TenSet's per-network sums)."""
+        rows: dict[str, list[int]] = {}
+        for row, key in enumerate(self.task_keys):
+            if network in self.networks_of(key):
+                rows.setdefault(key, []).append(row)
+        return [(key, np.array(index), float(self.catalogue[key]["networks"][network])) for key, index in rows.items()]
+
     def subset(self, keep: np.ndarray) -> "LabeledPrograms":
         index = np.nonzero(keep)[0]
         return LabeledPrograms([self.traces[i] for i in index], self.latencies[index],
