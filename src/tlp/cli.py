@@ -766,7 +766,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="of the first round's places per task after the model's best, K go to its networks' "
                                 "own first choices (an ensemble's members, among the candidates a cascade re-ranks), "
                                 "the ones the whole model ranks highest: they hedge its favourite where the members "
-                                "disagree (the shipped model is a cascade; default 0: the model's next best)")
+                                "disagree (the shipped model is a cascade; default 0: the model's next best; it "
+                                "helped BERT-tiny's search, not MobileNetV2's or ResNet-50's: benchmarks/README)")
     tune_verb.add_argument("--transfer-from", metavar="DATASET",
                            help="take --first-round-transferred's schedules from this dataset instead of the run's "
                                 "other tasks: the fastest programs (this platform's) of each task's nearest stored "
