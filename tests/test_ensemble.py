@@ -166,7 +166,9 @@ def test_tlp_tune_takes_first_round_member_picks_with_an_ensemble(members, tmp_p
     report = json.loads(run.stdout)
     assert report["trials"] == 6 and report["tasks"][0]["best_latency_s"] > 0
     batches = [json.loads(line) for line in (work / "history.jsonl").read_text().splitlines()]
-    assert [b["trials"] for b in batches if "trials" in b][:2] == [2, 6]  # a first round of 2, then a batch of 4
+    # a first round of 2, then a batch (up to 4: candidates measured in the first round are not measured again)
+    first, second = [b["trials"] for b in batches if "trials" in b][:2]
+    assert first == 2 and 2 < second <= 6
 
 
 def test_members_that_cannot_be_read_together_are_refused(collected, host_platform, members, tmp_path):

@@ -10,13 +10,14 @@ from tlp.dataset.importer import import_work_dir
 @pytest.fixture(scope="module")
 def tuned_work_dir(tmp_path_factory, tiny_tasks, host_platform):
     """A real tune_tir run (MetaSchedule's own loop, XGB model), as a user would have."""
-    from tlp._tvm import build_for_measurement
+    from tlp._tvm import build_for_measurement, unnamed_log_handlers_set_aside
 
     work_dir = tmp_path_factory.mktemp("ms_work")
     # One round of 4 trials: what the tests read (records, workloads, latencies) is all there after one round.
-    ms.tune_tir(tiny_tasks[0].mod, host_platform.target, str(work_dir), max_trials_global=4,
-                num_trials_per_iter=4, builder=ms.builder.LocalBuilder(f_build=build_for_measurement),
-                runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(repeat=3)))
+    with unnamed_log_handlers_set_aside():  # a test's capture handlers, left on MetaSchedule's logger by a tune run
+        ms.tune_tir(tiny_tasks[0].mod, host_platform.target, str(work_dir), max_trials_global=4,
+                    num_trials_per_iter=4, builder=ms.builder.LocalBuilder(f_build=build_for_measurement),
+                    runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(repeat=3)))
     return work_dir
 
 

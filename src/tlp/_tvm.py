@@ -10,15 +10,17 @@ schedule rules can use; the CUDA intrinsics are registered when a CUDA target as
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import logging
 import os
 import platform as _host_platform
 import sys
 import types
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import tvm  # noqa: F401  (re-exported for the rest of the package)
 import tvm_ffi
@@ -77,6 +79,22 @@ def use_runtime_threads(threads: int) -> int:
     if threads > 0:
         os.environ["TVM_NUM_THREADS"] = str(threads)
     return int(tvm_ffi.get_global_func("runtime.NumThreads")())
+
+
+@contextlib.contextmanager
+def unnamed_log_handlers_set_aside() -> Iterator[None]:
+    """MetaSchedule's logging set-up (``get_loggers_from_work_dir``, also inside ``tune_tir``) lists its logger's
+    handlers by name and fails on an unnamed one (pytest's capture handlers, a notebook's own): for the duration,
+    those are set aside, then given back."""
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in ms_logger.handlers if h.get_name() is None]
+    for handler in unnamed:
+        ms_logger.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in unnamed:
+            ms_logger.addHandler(handler)
 
 
 def build_for_measurement(mod: "tvm.IRModule", target: "tvm.target.Target", _params: Any) -> Any:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import signal
 import time
 import warnings
@@ -29,7 +28,7 @@ from tqdm import tqdm
 import tvm_ffi
 
 from tlp import TLPError
-from tlp._tvm import alloc_arguments_local, ms, tvm
+from tlp._tvm import alloc_arguments_local, ms, tvm, unnamed_log_handlers_set_aside
 from tvm.ir.utils import derived_object
 from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.store import Dataset, mean_latency
@@ -217,17 +216,8 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
 def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None,
               cost_model: Any = None) -> list[Any]:
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
-    # MetaSchedule's logging config lists its logger's handlers by name and fails on an unnamed one (pytest's
-    # capture handlers, a notebook's own): set those aside while it configures, then give them back.
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    unnamed = [h for h in ms_logger.handlers if h.get_name() is None]
-    for handler in unnamed:
-        ms_logger.removeHandler(handler)
-    try:
+    with unnamed_log_handlers_set_aside():
         loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
-    finally:
-        for handler in unnamed:
-            ms_logger.addHandler(handler)
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
                            search_strategy=_search_strategy(config, library, cost_model),
                            task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
