@@ -6,8 +6,9 @@ the same of stored programs: per held-out network ``Σ w·best / Σ w·(fastest 
 ``--model`` (a cascade: a first stage ranks, an ensemble re-ranks its top, :mod:`tlp.model.cascade`), the rules
 
 - ``top1`` … ``top4``: the model's k best-scored programs of each task (``top2`` is the first round's rule);
-- ``top1+member``: the model's first, then the ensemble member's own first choice (among the first stage's top 32)
-  that the whole model ranks highest, other than the first pick: the members disagree where the mean is unsure;
+- ``top1+member``: the model's first, then the ensemble member's own first choice (``first_choices``, among what
+  the first stage passes on) that the whole model ranks highest, other than the first pick: the members disagree
+  where the mean is unsure;
 - ``top1+first``: the model's first, then the first stage's own first (before the ensemble re-ranked it);
 - ``top1+minimax``: the model's first, then the program whose worst rank over the members is best,
 
@@ -41,8 +42,9 @@ Rule = Callable[[np.ndarray], list[int]]
 
 
 def part_scores(model: Any, test: LabeledPrograms, platform_id: str) -> dict[str, np.ndarray]:
-    """Per program: the model's score, and for a cascade its first stage's and each ensemble member's (one call per
-    task, features made once)."""
+    """Per program: the model's score, and for a cascade its first stage's, each ensemble member's, and whether a
+    member chose it first (``first_choices``, as the search's member picks ask it; one call per task, features made
+    once)."""
     head = model.head_index(platform_id)
     groups = test.group_ids()
     members = getattr(getattr(model, "second", None), "members", None) or []
@@ -51,6 +53,8 @@ def part_scores(model: Any, test: LabeledPrograms, platform_id: str) -> dict[str
         scores["first"] = np.empty(len(test.traces))
     for number in range(len(members)):
         scores[f"member{number}"] = np.empty(len(test.traces))
+    if members:
+        scores["chosen_by_member"] = np.zeros(len(test.traces), dtype=bool)
     for group in np.unique(groups):
         index = np.nonzero(groups == group)[0]
         features = model.featurizer.transform([test.traces[i] for i in index],
@@ -61,6 +65,8 @@ def part_scores(model: Any, test: LabeledPrograms, platform_id: str) -> dict[str
             scores["first"][index] = model.first.predict_features(model._features_for(model.first, features), head)
         for number, member in enumerate(members):
             scores[f"member{number}"][index] = member.predict_features(features, head)
+        if members:
+            scores["chosen_by_member"][index[model.first_choices(features, head)]] = True
     return scores
 
 
@@ -86,8 +92,7 @@ def pick_rules(scores: dict[str, np.ndarray]) -> dict[str, Rule]:
         return ranked(rows, scores["first"])[:DEFAULT_LEAST]
 
     def member_firsts(rows: np.ndarray, _: int) -> list[int]:
-        firsts = {int(ranked(shortlist(rows), m)[0]) for m in members}
-        return sorted(firsts, key=lambda r: -model[r])
+        return [int(r) for r in ranked(rows[scores["chosen_by_member"][rows]], model)]
 
     def minimax(rows: np.ndarray, _: int) -> list[int]:
         short = shortlist(rows)
@@ -95,7 +100,7 @@ def pick_rules(scores: dict[str, np.ndarray]) -> dict[str, Rule]:
         return [int(r) for r in short[np.argsort(worst, kind="stable")]]
 
     rules = {f"top{k}": top(k) for k in (1, 2, 3, 4)}
-    if members and "first" in scores:
+    if "chosen_by_member" in scores and "first" in scores:
         rules["top1+member"] = then(member_firsts)
         rules["top1+first"] = then(lambda rows, _: [int(r) for r in ranked(rows, scores["first"])])
         rules["top1+minimax"] = then(minimax)
@@ -127,7 +132,9 @@ def score_rules(test: LabeledPrograms, rules: dict[str, Rule], networks: list[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", required=True, help="checkpoint or packaged name; repeat")
+    parser.add_argument("--model", action="append", required=True,
+                        help="checkpoint or packaged name; repeat. NAME@PLATFORM: that model with --platform's head "
+                             "replaced by PLATFORM's (is it the head or the backbone that ranks?)")
     parser.add_argument("--platform", required=True)
     parser.add_argument("--dataset", default="datasets/tlp-cpu")
     parser.add_argument("--out", type=Path, required=True)
@@ -137,7 +144,10 @@ def main() -> None:
     result: dict[str, Any] = {"platform": args.platform, "test_programs": len(test.traces), "models": {}}
     for name in args.model:
         started = time.monotonic()
-        model = TLPModel.load(model_path(name))
+        path, _, head_from = name.partition("@")
+        model = TLPModel.load(model_path(path))
+        if head_from:
+            model.copy_heads({args.platform: head_from})
         scores = part_scores(model, test, args.platform)
         per_network = score_rules(test, pick_rules(scores), networks)
         result["models"][name] = {"seconds": round(time.monotonic() - started, 1), "per_network": per_network}
