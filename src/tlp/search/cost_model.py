@@ -122,10 +122,12 @@ class TLPCostModel(PyCostModel):
         self.fine_tune_steps = 0  # taken so far by online fine-tuning
         self._rng = np.random.default_rng(0)  # which other tasks' measurements an update learns from
         self.candidates_scored = 0
-        # Where the cost model's time goes (cumulative seconds): predict's reading traces, featurizing and network;
-        # update's fine-tuning.
+        # Where the cost model's time goes (cumulative seconds): reading traces and featurizing (the candidates
+        # scored, and the measurements update records), the network's scoring, and update's fine-tuning.
         self.seconds = {"trace": 0.0, "featurize": 0.0, "network": 0.0, "fine_tune": 0.0}
         self._feature_cache: dict[int, Any] = {}  # featurizer rows per instruction list (see trace_json)
+        # The last batch featurized and its rows: a first round asks predict and first_choices of the same pool.
+        self._last_batch: tuple[_TaskState, list[Any], np.ndarray] | None = None
         self.head, self.head_platform = self._choose_head()
         self._index_maps_as_text = self._reads_index_maps()
         # The network scores on the cores the target gives this machine (default: its physical cores).
@@ -163,6 +165,7 @@ class TLPCostModel(PyCostModel):
         self._index_maps_as_text = self._reads_index_maps()
         self._tasks.clear()
         self._feature_cache.clear()
+        self._last_batch = None
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -205,9 +208,7 @@ class TLPCostModel(PyCostModel):
                     ((c, mean_latency(r.run_secs, r.error_msg)) for c, r in zip(candidates, results))
                     if latency is not None]  # failures carry no latency
         if measured:
-            traces = [trace_json(candidate.sch.trace, self._index_maps_as_text) for candidate, _ in measured]
-            rows = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
-            state.features.extend(rows)
+            state.features.extend(self._features(state, [candidate for candidate, _ in measured]))
             state.latencies.extend(latency for _, latency in measured)
             del state.features[: -self.online.max_programs]
             del state.latencies[: -self.online.max_programs]
@@ -218,10 +219,18 @@ class TLPCostModel(PyCostModel):
         """Forget cached trace conversions and feature rows (a cold start; results do not change)."""
         clear_trace_caches()
         self._feature_cache.clear()
+        self._last_batch = None
 
     # ---- internals -----------------------------------------------------------------------------------------
     def _features(self, state: _TaskState, candidates: list[Any]) -> np.ndarray:
         """The model's feature rows of ``candidates`` (a task's), timed as reading traces and featurizing."""
+        # The same task and candidate objects as the last call (held there, so no other object can take their
+        # place): the same rows.
+        if self._last_batch is not None:
+            last_state, last_candidates, last_features = self._last_batch
+            if (last_state is state and len(last_candidates) == len(candidates)
+                    and all(a is b for a, b in zip(last_candidates, candidates))):
+                return last_features
         started = time.perf_counter()
         traces = [trace_json(c.sch.trace, self._index_maps_as_text) for c in candidates]
         traced = time.perf_counter()
@@ -230,6 +239,7 @@ class TLPCostModel(PyCostModel):
         features = self.model.featurizer.transform(traces, [state.extents] * len(traces), self._feature_cache)
         self.seconds["trace"] += traced - started
         self.seconds["featurize"] += time.perf_counter() - traced
+        self._last_batch = (state, list(candidates), features)
         return features
 
     def _task(self, context: Any) -> _TaskState:
