@@ -224,12 +224,12 @@ class TLPCostModel(PyCostModel):
     # ---- internals -----------------------------------------------------------------------------------------
     def _features(self, state: _TaskState, candidates: list[Any]) -> np.ndarray:
         """The model's feature rows of ``candidates`` (a task's), timed as reading traces and featurizing."""
-        # The same task and candidate objects as the last call (held there, so no other object can take their
-        # place): the same rows.
+        # The same task and candidate objects as the last call (compared as TVM objects: a call through the FFI
+        # wraps them anew; held there, so no other object can take their place): the same rows.
         if self._last_batch is not None:
             last_state, last_candidates, last_features = self._last_batch
             if (last_state is state and len(last_candidates) == len(candidates)
-                    and all(a is b for a, b in zip(last_candidates, candidates))):
+                    and all(a.same_as(b) for a, b in zip(last_candidates, candidates))):
                 return last_features
         started = time.perf_counter()
         traces = [trace_json(c.sch.trace, self._index_maps_as_text) for c in candidates]
