@@ -250,6 +250,11 @@ def test_sample_order_puts_held_out_first_and_nests_fractions(two_platforms):
     small, large = sample_tasks(sizes, 0.03), sample_tasks(sizes, 0.15)
     assert set(small) < set(large) and len(small) == 6 and len(large) == 30
     assert large == sorted(large, key=task_quantile)
+    # search-sized tasks: a small positive share is still one task (nested), a zero share none
+    few_large = {str(i): 1000 + i for i in range(5)}
+    assert len(sample_tasks(few_large, 0.03)) == 1 and set(sample_tasks(few_large, 0.03)) <= set(
+        sample_tasks(few_large, 0.5))
+    assert sample_tasks(few_large, 0.0) == []
 
 
 def test_nearest_platform_prefers_the_same_isa_family():
@@ -360,3 +365,17 @@ def test_adapt_trains_a_head_for_another_machines_stored_programs_measuring_noth
                       "--fraction", "0.1"])
     assert result.returncode == 2 and "--fraction" in result.stderr
     assert {p: len(dataset.store(p).latest_programs()) for p in dataset.platform_ids()} == stored
+
+
+def test_adapt_report_without_a_held_out_sample_says_so_in_valid_json():
+    """A held-out share that measured nothing leaves no score: the report says why, and its JSON has no NaN."""
+    import json
+
+    from tlp.model.adapt import AdaptReport, format_adapt_report
+
+    report = AdaptReport(platform="llvm-new", nearest_head="llvm-old", measured_now=3712, train_programs=3703,
+                         test_programs=0, freeze_backbone=True, top1_nearest_head=None, top1_own_head=None,
+                         top5_nearest_head=None, top5_own_head=None, measure_seconds=1136.6, train_seconds=125.6,
+                         out="m.pt", head_soup=4)
+    assert "no score" in format_adapt_report(report) and "--held-out-fraction" in format_adapt_report(report)
+    assert json.loads(json.dumps(report.to_json(), allow_nan=False))["top1_own_head"] is None

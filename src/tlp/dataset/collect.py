@@ -290,12 +290,18 @@ def task_quantile(workload_key: str) -> float:
 
 
 def sample_tasks(programs_per_task: dict[str, int], fraction: float) -> list[str]:
-    """Whole tasks in :func:`task_quantile` order, holding about ``fraction`` of the programs (nested in fraction)."""
+    """Whole tasks in :func:`task_quantile` order, holding about ``fraction`` of the programs (nested in fraction).
+
+    A positive fraction takes at least the first task, even when it alone holds more than twice the share asked
+    for: search runs store 1,000 and more programs per task, and a small share of a few such tasks would
+    otherwise be no task at all (an empty held-out sample leaves ``tlp adapt`` nothing to score on).
+    """
     keys = sorted(programs_per_task, key=task_quantile)
     budget = fraction * sum(programs_per_task.values())
     chosen, taken = [], 0
     for key in keys:
-        if taken + programs_per_task[key] / 2 > budget:  # the closest whole-task cut to the requested share
+        # the closest whole-task cut to the requested share
+        if taken + programs_per_task[key] / 2 > budget and (chosen or fraction <= 0):
             break
         chosen.append(key)
         taken += programs_per_task[key]

@@ -45,10 +45,11 @@ class AdaptReport:
     train_programs: int
     test_programs: int
     freeze_backbone: bool
-    top1_nearest_head: float
-    top1_own_head: float
-    top5_nearest_head: float
-    top5_own_head: float
+    # None when no held-out program was measured here (nothing to score on), so the JSON stays valid JSON
+    top1_nearest_head: float | None
+    top1_own_head: float | None
+    top5_nearest_head: float | None
+    top5_own_head: float | None
     measure_seconds: float
     train_seconds: float
     out: str
@@ -129,8 +130,8 @@ def adapt(
     return AdaptReport(
         platform=platform.id, nearest_head=nearest, measured_now=summary.measured, train_programs=len(train.traces),
         test_programs=len(test.traces), freeze_backbone=freeze_backbone,
-        top1_nearest_head=before.get("top1", float("nan")), top1_own_head=after.get("top1", float("nan")),
-        top5_nearest_head=before.get("top5", float("nan")), top5_own_head=after.get("top5", float("nan")),
+        top1_nearest_head=before.get("top1"), top1_own_head=after.get("top1"),
+        top5_nearest_head=before.get("top5"), top5_own_head=after.get("top5"),
         measure_seconds=round(measure_seconds, 1), train_seconds=round(train_seconds, 1), out=str(out),
         head_soup=head_soup,
         per_network={"nearest_head": before.get("per_network", {}), "own_head": after.get("per_network", {})})
@@ -146,13 +147,18 @@ def _held_out_scores(model: TLPModel, test: Any, platform_id: str, held_out: Seq
 
 
 def format_adapt_report(report: AdaptReport) -> str:
+    if report.top1_own_head is None or report.top1_nearest_head is None:
+        score = ("held-out sample: no program of the held-out networks measured here, so no score "
+                 "(raise --held-out-fraction to measure some)")
+    else:
+        score = (f"held-out sample ({report.test_programs} programs): top-1 {report.top1_own_head:.3f} with this "
+                 f"machine's head vs {report.top1_nearest_head:.3f} with the nearest platform's "
+                 f"({report.nearest_head}); top-5 {report.top5_own_head:.3f} vs {report.top5_nearest_head:.3f}")
     return "\n".join([
         f"platform {report.platform}: head trained on {report.train_programs} programs measured here "
         f"({report.measured_now} new; {report.measure_seconds:.0f} s measuring, {report.train_seconds:.0f} s training, "
         f"backbone {'frozen' if report.freeze_backbone else 'fine-tuned'}"
         f"{f'; the mean of {report.head_soup} heads' if report.head_soup > 1 else ''})",
-        f"held-out sample ({report.test_programs} programs): top-1 {report.top1_own_head:.3f} with this machine's "
-        f"head vs {report.top1_nearest_head:.3f} with the nearest platform's ({report.nearest_head}); "
-        f"top-5 {report.top5_own_head:.3f} vs {report.top5_nearest_head:.3f}",
+        score,
         f"saved {report.out}: TLPCostModel() and tlp tune use it on this machine from now on",
     ])
