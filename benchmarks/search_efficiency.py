@@ -67,6 +67,11 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           "tlp-online-lr3-warm-headroom-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
                                                        online_min_task_measurements=3, task_scheduler="headroom",
                                                        max_per_structure=2),
+          # the spread setting with the headroom roofline 15 % above the best throughput reached: the task that set
+          # it (BERT-tiny's heaviest matmul on an Emerald Rapids) otherwise gets no batch after its first round
+          "tlp-online-lr3-warm-headroom-margin-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                              online_min_task_measurements=3,
+                                                              task_scheduler="headroom-margin", max_per_structure=2),
           # the spread setting with only the cascade's first stage fine-tuned whole online, the ensemble members
           # their heads only (OnlineTuning.backbones): the members' whole updates were ~85 % of an update's cost,
           # ~40 % of a BERT-tiny run's wall time on a Rocket Lake

@@ -129,6 +129,15 @@ def test_headroom_peak_ignores_one_program_tasks():
     assert scheduler._gradient(1, 1.0) == pytest.approx(10.0 - 2.5)  # pylint: disable=protected-access
 
 
+def test_headroom_margin_leaves_the_peak_task_some_headroom():
+    """With the roofline 25 % above the best throughput reached, the task at the peak keeps a fifth of its latency as
+    headroom (at margin 0 it has none and never draws another batch) and the others are bounded lower too."""
+    scheduler = HeadroomScheduler(flops=[4e9, 1e9], peak_margin=0.25, seed=0)._inst  # pylint: disable=protected-access
+    scheduler.best_ms = [[10.0], [10.0]]  # task 0 at 400 GFLOPS (the peak), task 1 at 100
+    assert scheduler._gradient(0, 1.0) == pytest.approx(10.0 - 8.0)  # pylint: disable=protected-access
+    assert scheduler._gradient(1, 1.0) == pytest.approx(10.0 - 2.0)  # pylint: disable=protected-access
+
+
 def test_headroom_scheduler_tunes_real_tasks_recording_every_batch(tmp_path, tiny_tasks, host_platform, fast_measure):
     trials = 4 * TRIALS_PER_ITER
     flops = [task.flops for task in tiny_tasks]
@@ -254,7 +263,7 @@ def test_an_unknown_task_scheduler_is_refused_before_anything_is_measured(tmp_pa
     from tlp.search.sources import Tunable
     from tlp.search.tune import TuneConfig, tune
 
-    with pytest.raises(TLPError, match="unknown task scheduler 'roundrobin'; choose among gradient, headroom"):
+    with pytest.raises(TLPError, match="unknown task scheduler 'roundrobin'; choose among gradient, headroom, "):
         tune(Tunable("tiny", list(tiny_tasks)), host_platform.target, tmp_path / "w",
              TuneConfig(task_scheduler="roundrobin", compile=False))
     assert not (tmp_path / "w" / "database_tuning_record.json").exists()

@@ -775,10 +775,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--transfer-exclude", metavar="NETWORKS",
                            help="comma-separated networks whose workloads --transfer-from leaves out ('held-out': "
                                 "the standard test networks), e.g. to benchmark on a network the dataset holds")
-    tune_verb.add_argument("--task-scheduler", choices=["gradient", "headroom"], default="gradient",
+    tune_verb.add_argument("--task-scheduler", choices=["gradient", "headroom", "headroom-margin"], default="gradient",
                            help="which task gets the next batch: MetaSchedule's gradient rule (default), or headroom: "
                                 "the task whose weighted latency is furthest above what it would run at the best "
-                                "throughput (flops/s) any task has reached, per batch it has had")
+                                "throughput (flops/s) any task has reached, per batch it has had; headroom-margin: "
+                                "the same with that throughput taken 15%% higher, so the task that reached it can "
+                                "still draw batches")
     tune_verb.add_argument("--max-per-structure", type=int, default=0, metavar="N",
                            help="measure at most N candidates of one structure (unroll depth, compute locations) per "
                                 "batch: the cost model's best of 4x the batch, spread over the structures it ranks "

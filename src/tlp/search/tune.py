@@ -44,7 +44,8 @@ from tlp.search.sources import Tunable
 from tlp.workloads.task import Task
 
 COST_MODELS = ("tlp", "tlp+xgb", "xgb", "mlp", "random")
-TASK_SCHEDULERS = ("gradient", "headroom")
+TASK_SCHEDULERS = ("gradient", "headroom", "headroom-margin")
+HEADROOM_PEAK_MARGIN = 0.15  # "headroom-margin": the roofline 15 % above the best throughput reached
 
 
 class TuneInterrupted(TLPError):
@@ -75,7 +76,7 @@ class TuneConfig:
     # ensemble's members, a cascade's; tlp.search.first_round); needs the TLP cost model and a first round of 2+.
     first_round_member_picks: int = 0
     # Which task gets the next batch: MetaSchedule's gradient rule, or each task's distance from the best throughput
-    # the run has reached (tlp.search.scheduler.HeadroomScheduler).
+    # the run has reached (tlp.search.scheduler.HeadroomScheduler; "headroom-margin": from 15 % above it).
     task_scheduler: str = "gradient"
     # At most this many candidates of one structure (unroll, compute locations) per batch, the model's best of a
     # larger pool (tlp.search.diverse); 0: MetaSchedule's batches, the model's top candidates whatever they are.
@@ -270,7 +271,8 @@ def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[in
                     history_ms_before=batch_histories(work_dir / "history.jsonl", len(tunable.tasks)))
     if config.task_scheduler == "gradient":
         return RecordingGradientScheduler(**settings)
-    return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], **settings)
+    margin = HEADROOM_PEAK_MARGIN if config.task_scheduler == "headroom-margin" else 0.0
+    return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], peak_margin=margin, **settings)
 
 
 def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], list[float | None]]:
