@@ -780,7 +780,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "the task whose weighted latency is furthest above what it would run at the best "
                                 "throughput (flops/s) any task has reached, per batch it has had; headroom-margin: "
                                 "the same with that throughput taken 15%% higher, so the task that reached it can "
-                                "still draw batches (on BERT-tiny, 2 seeds, not told apart from headroom: "
+                                "still draw batches (on BERT-tiny, 3 seeds, not told apart from headroom: "
                                 "benchmarks/README.md)")
     tune_verb.add_argument("--max-per-structure", type=int, default=0, metavar="N",
                            help="measure at most N candidates of one structure (unroll depth, compute locations) per "
