@@ -66,6 +66,31 @@ def test_only_traces_of_the_tasks_own_structure_are_transferred(convolutions, ho
     assert not fits((conv_names | {"T_add_1"}, True), [(conv_names, True)])
 
 
+def test_a_transferred_program_mutates_like_the_searchs_own(convolutions, host_platform):
+    """MetaSchedule's evolutionary search re-applies a stored record's trace with a mutated decision, its
+    post-processing left out, and post-processes again. A replayed program stored without the ``EnterPostproc`` mark
+    keeps its post-processors' instructions in that replay, and after another compute location they no longer fit:
+    TVM's check fails and ends the search (a MobileNetV2 search with a schedule library, after 134 trials)."""
+    source, target, _ = (tune_context(t, host_platform.target, rand_state=1) for t in convolutions)
+    database = ms.database.MemoryDatabase()
+    measured = source.space_generator.generate_design_space(source.mod)[0]
+    measured.enter_postproc()  # as the search stores its programs (and the dataset holds them)
+    assert all(p.apply(measured) for p in source.space_generator.postprocs)
+    database.commit_tuning_record(ms.database.TuningRecord(
+        measured.trace, database.commit_workload(source.mod), [1e-3], tvm.target.Target(host_platform.target),
+        ms.arg_info.ArgInfo.from_prim_func(source.mod["main"])))
+    (candidate,) = transferred_schedules(database, target)
+    mutator = ms.mutator.MutateComputeLocation()
+    mutator._initialize_with_tune_context(target)  # pylint: disable=protected-access
+    mutated = [trace for trace in (mutator.apply(candidate.sch.trace) for _ in range(8)) if trace is not None]
+    assert mutated
+    for trace in mutated:
+        sch = tvm.s_tir.Schedule(target.mod, debug_mask=0)
+        trace.apply_to_schedule(sch, remove_postproc=True)  # the search's replay; raised before the fix
+        sch.enter_postproc()
+        assert all(p.apply(sch) for p in target.space_generator.postprocs)
+
+
 def _load(names, host_platform):
     from tlp.workloads import load_tasks
 

@@ -131,7 +131,14 @@ def replayed_candidates(records: Iterable[Any], context: Any, exclude: set[int] 
         if not fits(structure(record.trace), spaces):
             continue
         sch = replay_on(record.trace, context.mod)
-        if sch is None or not all(postproc.apply(sch) for postproc in postprocs):
+        if sch is None:
+            continue
+        # As MetaSchedule post-processes its own candidates: behind an EnterPostproc mark, so that the search,
+        # re-applying the stored trace with a mutated decision, leaves the post-processors' instructions out.
+        # Without it they replay as schedule steps, and after another compute location they no longer fit (a
+        # MobileNetV2 search with a schedule library crashed on that, benchmarks/README.md).
+        sch.enter_postproc()
+        if not all(postproc.apply(sch) for postproc in postprocs):
             continue
         key = structural_hash(sch.mod)
         if key not in seen:
