@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--nearest", type=int, default=4, help="stored workloads per task")
     parser.add_argument("--per-workload", type=int, default=2, help="fastest programs per stored workload")
     parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--model", type=Path, help="TLP checkpoint that ranks the replayed programs (default: shipped)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--compare", type=Path, metavar="RESULT", help="an earlier --out: compare, measure nothing")
     parser.add_argument("--runs", type=Path, nargs="+", default=[], help="tuning work dirs (with --compare)")
@@ -94,7 +95,7 @@ def main() -> None:
     library_s = time.monotonic() - started
     print(f"library: {len(library)} workloads of {platform_id} in {library_s:.0f} s", flush=True)
     tunable = resolve(args.workload, target_json)
-    model = TLPCostModel(target=target_json)
+    model = TLPCostModel(args.model, target=target_json)
     rows, candidates, owners = [], [], []
     for task in tunable.tasks:
         context = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
@@ -140,7 +141,7 @@ def main() -> None:
         "date": datetime.datetime.now().isoformat(timespec="minutes"), "machine": host_fingerprint(),
         "target": target_json, "platform": platform_id, "workload": args.workload, "dataset": args.dataset,
         "excluded_networks": held_out_networks(), "nearest": args.nearest, "per_workload": args.per_workload,
-        "passes": args.passes, "library_workloads": len(library), "library_seconds": round(library_s, 1),
+        "passes": args.passes, "model": str(args.model or "shipped"), "library_workloads": len(library), "library_seconds": round(library_s, 1),
         "tasks_covered": covered, "totals": totals, "tasks": rows}, indent=1) + "\n")
 
 

@@ -113,6 +113,13 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
                                                        online_min_task_measurements=3, task_scheduler="headroom",
                                                        first_round_transferred=1, transfer_from="datasets/tlp-cpu",
                                                        transfer_exclude_networks=tuple(held_out_networks())),
+          # the spread setting with the library's first-round place: on a platform whose dataset holds self-play of
+          # the network's training variants (the same layers at 240 / 256 px) the library's sources are those layers
+          "tlp-online-lr3-warm-headroom-diverse-library": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                               online_min_task_measurements=3, task_scheduler="headroom",
+                                                               max_per_structure=2, first_round_transferred=1,
+                                                               transfer_from="datasets/tlp-cpu",
+                                                               transfer_exclude_networks=tuple(held_out_networks())),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
           # (tlp.search.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found layer_norm's
