@@ -141,7 +141,8 @@ def main() -> None:
         "date": datetime.datetime.now().isoformat(timespec="minutes"), "machine": host_fingerprint(),
         "target": target_json, "platform": platform_id, "workload": args.workload, "dataset": args.dataset,
         "excluded_networks": held_out_networks(), "nearest": args.nearest, "per_workload": args.per_workload,
-        "passes": args.passes, "model": str(args.model or "shipped"), "library_workloads": len(library), "library_seconds": round(library_s, 1),
+        "passes": args.passes, "model": str(args.model or "shipped"), "library_workloads": len(library),
+        "library_seconds": round(library_s, 1),
         "tasks_covered": covered, "totals": totals, "tasks": rows}, indent=1) + "\n")
 
 

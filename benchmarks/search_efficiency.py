@@ -113,13 +113,6 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
                                                        online_min_task_measurements=3, task_scheduler="headroom",
                                                        first_round_transferred=1, transfer_from="datasets/tlp-cpu",
                                                        transfer_exclude_networks=tuple(held_out_networks())),
-          # the spread setting with the library's first-round place: on a platform whose dataset holds self-play of
-          # the network's training variants (the same layers at 240 / 256 px) the library's sources are those layers
-          "tlp-online-lr3-warm-headroom-diverse-library": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                               online_min_task_measurements=3, task_scheduler="headroom",
-                                                               max_per_structure=2, first_round_transferred=1,
-                                                               transfer_from="datasets/tlp-cpu",
-                                                               transfer_exclude_networks=tuple(held_out_networks())),
           "blend": dict(cost_model="tlp+xgb", online_steps=5),
           # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
           # (tlp.search.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found layer_norm's
@@ -134,6 +127,10 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # (the model's best among 8x the candidates is more often one it overrates) in 3.5x the wall time.
           "tlp-online-pop2048": dict(cost_model="tlp", online_steps=5, population=2048),
           "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
+# the library setting spread over structures (--max-per-structure 2): on a platform whose dataset holds self-play of
+# the network's training variants (the same layers at 240 / 256 px) the library's sources are those layers
+MODELS["tlp-online-lr3-warm-headroom-diverse-library"] = dict(MODELS["tlp-online-lr3-warm-headroom-library"],
+                                                              max_per_structure=2)
 
 
 def _first_reaching(points: list[tuple[int, float, float]], goal: float) -> tuple[int, float] | None:
