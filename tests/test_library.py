@@ -97,3 +97,45 @@ def test_a_library_needs_transferred_places(collected):
     dataset, _ = collected
     with pytest.raises(TLPError, match="set first_round_transferred"):
         _schedule_library(TuneConfig(transfer_from=str(dataset.path)), {"kind": "llvm"})
+
+
+def _library_summary(library):
+    return [(w.key, w.extents, [program[0] for program in w.programs]) for w in library.workloads]
+
+
+def test_the_library_is_read_once_per_state_of_the_store_then_from_its_cache(collected, host_platform, tmp_path,
+                                                                             monkeypatch, dense_256):
+    """Reading a store of 100,000 programs takes a minute: the library is cached by the store's files and sizes,
+    served from the cache while they stay, and read again when the store grows or the cache is damaged."""
+    import shutil
+
+    import tlp.search.library as library_module
+    from tlp.dataset import Dataset
+
+    dataset, _ = collected
+    cache = tmp_path / "cache"
+    built = ScheduleLibrary.from_dataset(dataset, host_platform.id, cache_dir=cache)
+    cached_files = list((cache / "library").glob("*.json.gz"))
+    assert len(cached_files) == 1
+
+    def store_read_again(*_):
+        raise AssertionError("the store was read again")
+
+    monkeypatch.setattr(library_module, "_fastest_programs", store_read_again)
+    cached = ScheduleLibrary.from_dataset(dataset, host_platform.id, cache_dir=cache)
+    assert _library_summary(cached) == _library_summary(built)
+    assert [str(r.trace) for r in cached.records_for(dense_256.mod)] == \
+        [str(r.trace) for r in built.records_for(dense_256.mod)]
+    monkeypatch.undo()
+
+    cached_files[0].write_bytes(b"not a gzip file")  # damaged: read again, never an error
+    assert _library_summary(ScheduleLibrary.from_dataset(dataset, host_platform.id, cache_dir=cache)) == \
+        _library_summary(built)
+
+    copy = Dataset(shutil.copytree(dataset.path, tmp_path / "copy"))
+    store = copy.store(host_platform.id)
+    before = library_module._cache_path(store, 2, cache)
+    tail = store.path / "database_tuning_record.json"
+    lines = tail.read_text().splitlines()
+    tail.write_text("\n".join(lines + lines[-1:]) + "\n")  # one more (duplicate) record appended
+    assert library_module._cache_path(store, 2, cache) != before
