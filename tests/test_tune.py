@@ -235,9 +235,10 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     member_xgb = _tune(["dense_64x64x64", "--first-round-trials", "2", "--first-round-member-picks", "1",
                         "--cost-model", "xgb"])
     assert member_xgb.returncode == 2 and "needs --cost-model tlp, not xgb" in member_xgb.stderr
-    transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1"])
+    # (MetaSchedule's full first batch: the tlp preset's first round of 2 has places to transfer to)
+    transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1", "--preset", "metaschedule"])
     assert transfer_alone.returncode == 2 and "give --first-round-trials at least K" in transfer_alone.stderr
-    library_alone = _tune(["dense_64x64x64", "--transfer-from", str(tmp_path)])
+    library_alone = _tune(["dense_64x64x64", "--transfer-from", str(tmp_path), "--preset", "metaschedule"])
     assert library_alone.returncode == 2 and "give --first-round-transferred K" in library_alone.stderr
-    exclude_alone = _tune(["dense_64x64x64", "--transfer-exclude", "held-out"])
+    exclude_alone = _tune(["dense_64x64x64", "--transfer-exclude", "held-out", "--transfer-from", "none"])
     assert exclude_alone.returncode == 2 and "give --transfer-from DATASET" in exclude_alone.stderr

@@ -476,6 +476,33 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _apply_tune_preset(args: argparse.Namespace, target: dict[str, Any]) -> str:
+    """Fill the search options left out on the command line from the preset (tlp.search.presets); its name."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.platform import Platform
+    from tlp.search.presets import PRESET_OPTIONS, default_preset, library_dataset, preset_settings
+
+    name = args.preset or default_preset(args.cost_model)
+    if args.transfer_from == "none":
+        library = args.transfer_from = None
+    elif args.transfer_from or name != "tlp":
+        library = args.transfer_from
+    else:
+        library = library_dataset(Platform.host(target).id, DEFAULT_DATASET)
+    settings = preset_settings(name, library)
+    first = settings["first_round_trials"] if args.first_round_trials is None else args.first_round_trials
+    batch = args.trials_per_iter or settings["trials_per_iter"]
+    if args.first_round_transferred is None and args.transfer_from is None and (
+            first is None or first >= batch or first - args.first_round_member_picks < 2):
+        # the user's first round has no place for the preset's library beside the model's best: as large as a batch
+        # (the search's own batch), or its other places given to member picks
+        settings.update(first_round_transferred=0, transfer_from=None)
+    for option in PRESET_OPTIONS:
+        if getattr(args, option) is None:
+            setattr(args, option, settings[option])
+    return name
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
     from tlp.dataset.measure import MeasureConfig
@@ -483,6 +510,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tlp.search.sources import resolve
     from tlp.search.tune import TuneConfig, tune
 
+    target = _target(args)
+    preset = _apply_tune_preset(args, target)
     if args.first_round_trials is not None and args.first_round_trials < 1:
         raise TLPError("tlp tune: --first-round-trials must be at least 1")
     if args.max_per_structure < 0:
@@ -510,7 +539,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.transfer_exclude and not args.transfer_from:
         raise TLPError("tlp tune: --transfer-exclude leaves networks out of --transfer-from's dataset: give "
                        "--transfer-from DATASET")
-    target = _target(args)
     tunable = resolve(args.source, target, fast_math=not args.no_fast_math)
     if args.top_tasks:
         tunable = tunable.top_tasks(args.top_tasks)
@@ -532,6 +560,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     # MetaSchedule logs to stdout (and Droplet prints there); stdout is for the report alone.
     with contextlib.redirect_stdout(sys.stderr):
         report = tune(tunable, target, work_dir, config)
+    report["preset"] = preset
     print(json.dumps(report, indent=1) if args.json else format_report(report))
     if report.get("dataset") and not args.json:
         added = report["dataset"]
@@ -753,15 +782,22 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--no-predicted-schedules", action="store_true",
                            help="tasks without a measured program keep TVM's default schedule instead of the TLP "
                                 "model's top-ranked one from a short unmeasured search")
-    tune_verb.add_argument("--trials-per-iter", type=int, default=32, help="candidates measured per search round")
+    tune_verb.add_argument("--preset", choices=("tlp", "metaschedule"),
+                           help="the search options left out: tlp (default with --cost-model tlp): the setting the "
+                                "network benchmarks found best for the TLP model (first rounds of 2, one of them "
+                                f"from {DEFAULT_DATASET}'s schedule library when it holds this platform, batches of 8, "
+                                "a population of 256, at most 2 of one structure per batch, the headroom task rule, "
+                                "online fine-tuning); metaschedule (default with the other cost models): "
+                                "MetaSchedule's own search (tlp.search.presets)")
+    tune_verb.add_argument("--trials-per-iter", type=int, help="candidates measured per search round (preset)")
     tune_verb.add_argument("--first-round-trials", type=int, metavar="K",
                            help="measure only the cost model's top K of each task in the first round, full batches "
                                 "after it (for a trained model such as TLP: the first round over all tasks is most "
-                                "of a small budget on a network); default: a full batch")
+                                "of a small budget on a network); preset tlp: 2, metaschedule: a full batch")
     tune_verb.add_argument("--first-round-transferred", type=int, metavar="K",
                            help="of the first round's places per task, K go to other tasks' best measured schedules "
                                 "replayed on it (tile sizes refitted), the cost model's best-scored ones: a network's "
-                                "tasks repeat one structure at many shapes")
+                                "tasks repeat one structure at many shapes; preset tlp: 1 with a schedule library)")
     tune_verb.add_argument("--first-round-member-picks", type=int, default=0, metavar="K",
                            help="of the first round's places per task after the model's best, K go to its networks' "
                                 "own first choices (an ensemble's members, among the candidates a cascade re-ranks), "
@@ -771,21 +807,23 @@ def build_parser() -> argparse.ArgumentParser:
     tune_verb.add_argument("--transfer-from", metavar="DATASET",
                            help="take --first-round-transferred's schedules from this dataset instead of the run's "
                                 "other tasks: the fastest programs (this platform's) of each task's nearest stored "
-                                "workloads, replayed on it")
+                                "workloads, replayed on it (preset tlp: the checkout's dataset when it holds this "
+                                "platform; 'none': no library)")
     tune_verb.add_argument("--transfer-exclude", metavar="NETWORKS",
                            help="comma-separated networks whose workloads --transfer-from leaves out ('held-out': "
                                 "the standard test networks), e.g. to benchmark on a network the dataset holds")
-    tune_verb.add_argument("--task-scheduler", choices=["gradient", "headroom", "headroom-margin"], default="gradient",
-                           help="which task gets the next batch: MetaSchedule's gradient rule (default), or headroom: "
+    tune_verb.add_argument("--task-scheduler", choices=["gradient", "headroom", "headroom-margin"],
+                           help="which task gets the next batch: MetaSchedule's gradient rule (preset metaschedule), or "
+                                "headroom (preset tlp): "
                                 "the task whose weighted latency is furthest above what it would run at the best "
                                 "throughput (flops/s) any task has reached, per batch it has had; headroom-margin: "
                                 "the same with that throughput taken 15%% higher, so the task that reached it can "
                                 "still draw batches (on BERT-tiny, 3 seeds, not told apart from headroom: "
                                 "benchmarks/README.md)")
-    tune_verb.add_argument("--max-per-structure", type=int, default=0, metavar="N",
+    tune_verb.add_argument("--max-per-structure", type=int, metavar="N",
                            help="measure at most N candidates of one structure (unroll depth, compute locations) per "
                                 "batch: the cost model's best of 4x the batch, spread over the structures it ranks "
-                                "high (default 0: the model's top candidates, as MetaSchedule)")
+                                "high (preset tlp: 2; metaschedule: 0, the model's top candidates)")
     tune_verb.add_argument("--first-round-per-structure", type=int, default=0, metavar="N",
                            help="measure at most N candidates of one structure in each task's first batch (with "
                                 "--first-round-trials 2, N=1 measures the model's best of two structures; default 0: "
@@ -798,15 +836,17 @@ def build_parser() -> argparse.ArgumentParser:
                                 "evolution and of random draws) carrying a decision value the task has not measured "
                                 "(an unroll depth, one block's compute location); they end once every value is "
                                 "measured (default 0)")
-    tune_verb.add_argument("--population", type=int, default=2048,
-                           help="evolutionary search population per round (MetaSchedule's default 2048)")
-    tune_verb.add_argument("--online-steps", type=int, default=0,
-                           help="fine-tune the TLP model on the search's measurements: steps per batch (0 = off)")
-    tune_verb.add_argument("--online-lr", type=float, default=1e-4,
-                           help="learning rate of the online fine-tuning steps")
-    tune_verb.add_argument("--online-min-task-measurements", type=int, default=0, metavar="N",
+    tune_verb.add_argument("--population", type=int,
+                           help="evolutionary search population per round (preset tlp: 256; metaschedule: 2048)")
+    tune_verb.add_argument("--online-steps", type=int,
+                           help="fine-tune the TLP model on the search's measurements: steps per batch (0 = off; preset "
+                                "tlp: 5)")
+    tune_verb.add_argument("--online-lr", type=float,
+                           help="learning rate of the online fine-tuning steps (preset tlp: 1e-3; metaschedule: 1e-4)")
+    tune_verb.add_argument("--online-min-task-measurements", type=int, metavar="N",
                            help="fine-tune only after batches of tasks with at least N measurements (e.g. 3: not on "
-                                "a first round of 2, which at a high --online-lr spoils the next tasks' first picks)")
+                                "a first round of 2, which at a high --online-lr spoils the next tasks' first picks; "
+                                "preset tlp: 3)")
     tune_verb.add_argument("--online-backbones", type=int, default=None, metavar="N",
                            help="only the model's first N networks (a cascade's first stage first) fine-tune whole; "
                                 "the others fine-tune only this platform's head, at a small share of the cost "

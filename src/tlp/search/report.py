@@ -215,7 +215,13 @@ def format_report(report: dict[str, Any]) -> str:
     searched = report.get("search_wall_s")
     over_runs = f", {searched:.0f} s of search over all runs" if searched and searched > report["wall_s"] else ""
     lines = [f"{report['source']}: {report['trials']} trials in the database ({report['wall_s']:.0f} s in this run"
-             f"{over_runs}, cost model {report['config']['cost_model']})", ""]
+             f"{over_runs}, cost model {report['config']['cost_model']}"
+             + (f", preset {report['preset']}" if report.get("preset") else "") + ")"]
+    library = report.get("transfer_library")
+    if library:
+        lines.append(f"schedule library: {library['dataset']} ({library['workloads']} workloads of this platform, "
+                     f"read in {library['seconds']:.0f} s): one first-round place per task")
+    lines.append("")
     width = max([len(t["name"]) for t in report["tasks"]] + [4])
     lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS  schedule")
     for task in report["tasks"]:
