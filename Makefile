@@ -12,7 +12,7 @@ $(BIN)/.installed: pyproject.toml
 
 .PHONY: demo test
 demo: $(BIN)/.installed
-	$(BIN)/tlp tune bert_tiny --trials 184 --trials-per-iter 8 --population 256 --work-dir runs/quickstart
+	$(BIN)/tlp tune bert_tiny --trials 184 --work-dir runs/quickstart
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
