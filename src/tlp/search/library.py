@@ -161,9 +161,9 @@ def _fastest_programs(store: PlatformStore, per_workload: int) -> tuple[list[Lib
 
 def _cache_path(store: PlatformStore, per_workload: int, cache_dir: str | Path | None) -> Path:
     """Where the library of ``store`` as it is now is cached: named by the store's files and sizes (appending to a
-    store or sealing it changes them)."""
+    store, re-measuring in it or sealing it changes them; its lock file does not count)."""
     root = Path(cache_dir or os.environ.get("TLP_CACHE_DIR") or Path.home() / ".cache" / "tlp")
-    files = sorted((p.name, p.stat().st_size) for p in store.path.iterdir() if p.name.startswith("database_"))
+    files = sorted((p.name, p.stat().st_size) for p in store.path.iterdir() if not p.name.startswith("."))
     digest = hashlib.sha256(json.dumps([str(store.path.resolve()), per_workload, files]).encode()).hexdigest()
     return root / "library" / f"{store.platform.id}-{digest[:20]}.json.gz"
 
