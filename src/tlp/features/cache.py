@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tlp import TLPError
+from tlp.cache import cache_root
 from tlp.dataset.store import Dataset
 from tlp.features.formats import FeaturizerConfig, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import MIN_HEAD_PROGRAMS, FeaturizedPrograms, load_platforms
@@ -49,7 +50,7 @@ class FeatureCacheError(TLPError):
 
 def default_cache_dir() -> Path:
     """``$TLP_CACHE_DIR/features``, default ``~/.cache/tlp/features`` (beside the extracted-task cache)."""
-    return Path(os.environ.get("TLP_CACHE_DIR", Path.home() / ".cache" / "tlp")) / "features"
+    return cache_root() / "features"
 
 
 def dataset_fingerprint(dataset: Dataset, platform_ids: list[str]) -> str:

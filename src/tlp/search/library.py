@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tlp import TLPError
+from tlp.cache import cache_root
 from tlp._tvm import ms
 from tlp.dataset.store import Dataset, PlatformStore, ReadReport
 from tlp.features.featurizer import block_extents
@@ -162,7 +163,7 @@ def _fastest_programs(store: PlatformStore, per_workload: int) -> tuple[list[Lib
 def _cache_path(store: PlatformStore, per_workload: int, cache_dir: str | Path | None) -> Path:
     """Where the library of ``store`` as it is now is cached: named by the store's files and sizes (appending to a
     store, re-measuring in it or sealing it changes them; its lock file does not count)."""
-    root = Path(cache_dir or os.environ.get("TLP_CACHE_DIR") or Path.home() / ".cache" / "tlp")
+    root = Path(cache_dir) if cache_dir else cache_root()
     files = sorted((p.name, p.stat().st_size) for p in store.path.iterdir() if not p.name.startswith("."))
     digest = hashlib.sha256(json.dumps([str(store.path.resolve()), per_workload, files]).encode()).hexdigest()
     return root / "library" / f"{store.platform.id}-{digest[:20]}.json.gz"

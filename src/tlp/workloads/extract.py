@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tlp import StageError, TLPError, one_line
+from tlp.cache import cache_root
 from tlp._tvm import ms, structural_hash, tvm
 from tlp.workloads.exportable import Exportable, make_exportable
 from tlp.workloads.graph_passes import inference_graph
@@ -35,7 +36,7 @@ GRAPH_VERSION = 3
 
 def cache_dir() -> Path:
     """Where extracted tasks are cached (``$TLP_CACHE_DIR``, default ``~/.cache/tlp``)."""
-    return Path(os.environ.get("TLP_CACHE_DIR", Path.home() / ".cache" / "tlp")) / "tasks"
+    return cache_root() / "tasks"
 
 
 @dataclass
