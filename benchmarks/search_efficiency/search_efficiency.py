@@ -1,0 +1,445 @@
+"""Search efficiency: best latency vs trials (and wall time) of MetaSchedule's search under different cost models.
+
+Same search (``tlp tune``: gradient task scheduler + evolutionary search, same population and batch size), same
+budgets, several seeds, one run; only the cost model changes:
+
+- ``tlp``: the shipped TLP model, offline;
+- ``tlp-online``: the same, fine-tuned on the search's own measurements (``--online-steps``);
+- ``blend``: ``tlp-online`` blended with XGBoost per task as the search measures it (``tlp.search.cost_model.blended``);
+- ``xgb``: MetaSchedule's default XGBoost model (learns from scratch during the search);
+- ``random``: random ranking.
+
+A model may carry its own batch sizes, ``NAME:B`` or ``NAME:F/B`` (run name ``NAME-bB``, ``NAME-fF``): batches of
+B, and a first round of F per task (``tlp tune --first-round-trials``). A trained model needs no warm-up round of
+full batches, and on a whole network the first round (one batch of every task) decides the first point of the
+curve, so it caps the trial ratio a budget can show (``trial_ratio_cap_per_seed``). Without them a model uses
+``--trials-per-iter`` and full first batches.
+
+Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches with its full budget, as a ratio
+``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
+
+Fixed tasks (one program in their design space: no search can change them,
+``tlp.search.task_scheduler.task_profile``) count with the same latency in every run: the median of that program's
+measurements over all runs of the workload. Each run
+measures it once, and run-to-run noise on these memory-bound kernels (up to 1.5x on MobileNetV2's batch norms,
+about half of the network's Σ weight × latency) would otherwise decide the comparison. Raw numbers stay beside.
+
+    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads bert_tiny --trials 300 --seeds 1,2
+    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads mobilenet_v2,resnet50 --top-tasks 4 \
+        --trials 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tlp.dataset.measure import MeasureConfig
+from tlp.platform import host_fingerprint, host_target
+from tlp.search.task_scheduler.task_profile import design_space_decisions
+from tlp.tune import TuneConfig, tune
+from tlp.tune.report import curve_points
+from tlp.tune.sources import resolve
+from tlp.workloads import held_out_networks
+
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import results_dir, stamp, write_json  # pylint: disable=wrong-import-position
+
+MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
+          # 10x the online learning rate: late in a search XGBoost, learning the task from scratch, catches up with
+          # TLP's prior; a faster-moving TLP should learn the task's own ranking sooner (issue 11, part 5).
+          "tlp-online-lr3": dict(cost_model="tlp", online_steps=5, online_lr=1e-3),
+          # the same, learning only once a task is past its first round (a first round of 2 programs per task at
+          # lr 1e-3 spoilt the next tasks' first picks)
+          "tlp-online-lr3-warm": dict(cost_model="tlp", online_steps=5, online_lr=1e-3, online_min_task_measurements=3),
+          # the same, one of each task's first-round places given to another task's best schedule replayed on it
+          # (tlp.search.search_strategy.transfer), the model's best-scored one: ResNet-50's tasks repeat one
+          # structure at many shapes
+          "tlp-online-lr3-warm-transfer": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                               online_min_task_measurements=3, first_round_transferred=1),
+          # the same, the next batch for the task furthest above the best throughput reached
+          # (tlp.search.task_scheduler.scheduler.HeadroomScheduler): the gradient rule keeps feeding heavy tasks
+          # that are already fast
+          "tlp-online-lr3-warm-headroom": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                               online_min_task_measurements=3, task_scheduler="headroom"),
+          # the same, each batch with at most 2 candidates of one structure (tlp.search.search_strategy.diverse):
+          # on BERT-tiny TLP measured 90 layer_norm programs of one structure while XGBoost's best was of another
+          "tlp-online-lr3-warm-headroom-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                       online_min_task_measurements=3, task_scheduler="headroom",
+                                                       max_per_structure=2),
+          # the spread setting with the headroom roofline 15 % above the best throughput reached: the task that set
+          # it (BERT-tiny's heaviest matmul on an Emerald Rapids) otherwise gets no batch after its first round
+          "tlp-online-lr3-warm-headroom-margin-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                              online_min_task_measurements=3,
+                                                              task_scheduler="headroom-margin", max_per_structure=2),
+          # the spread setting with only the cascade's first stage fine-tuned whole online, the ensemble members
+          # their heads only (OnlineTuning.backbones): the members' whole updates were ~85 % of an update's cost,
+          # ~40 % of a BERT-tiny run's wall time on a Rocket Lake
+          "tlp-online-lr3-warm-headroom-diverse-member-heads": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                                    online_min_task_measurements=3,
+                                                                    task_scheduler="headroom", max_per_structure=2,
+                                                                    online_backbones=1),
+          # the spread setting with the first round's second place for the ensemble members' own first choice
+          # (tlp.search.search_strategy.first_round member picks): the model's second-best is mostly its best's near twin
+          "tlp-online-lr3-warm-headroom-diverse-member-pick": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                                   online_min_task_measurements=3,
+                                                                   task_scheduler="headroom", max_per_structure=2,
+                                                                   first_round_member_picks=1),
+          # the same, one place of each batch for the model's best random draw of a structure the task has not
+          # measured: spreading alone never reached layer_norm's fast structure (the model ranks it below its top 32)
+          "tlp-online-lr3-warm-headroom-diverse-new": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                           online_min_task_measurements=3, task_scheduler="headroom",
+                                                           max_per_structure=2, new_structures=1),
+          # the spread setting with the first round's 2 picks of two structures: the model's top 2 were mostly one
+          # structure, and the first round decides a network's latency at ~100 trials
+          # (tlp.search.search_strategy.diverse). On MobileNetV2 (Rocket Lake, 2 seeds, re-timed) its first rounds
+          # were worse: 2.7x / 3.5x against 4.0x (git history: benchmarks/README.md at 312e08d)
+          "tlp-online-lr3-warm-headroom-diverse-first1": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                              online_min_task_measurements=3,
+                                                              task_scheduler="headroom", max_per_structure=2,
+                                                              first_round_per_structure=1),
+          # the spread setting with up to 4 places of each batch for the model's best candidates carrying a decision
+          # value (unroll depth, one block's compute location) the task has not measured; they end once all are
+          # measured, unlike new structures: in a simulation on the stored programs BERT-tiny's layer_norm reached its
+          # best after 18 measurements this way, the model's picks alone 1.8x after 58 (decision_values_sim.py, removed)
+          "tlp-online-lr3-warm-headroom-diverse-values": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                              online_min_task_measurements=3,
+                                                              task_scheduler="headroom", max_per_structure=2,
+                                                              new_decisions=4),
+          # the headroom setting with one of each task's first-round places for the model's pick among the dataset's
+          # fastest programs of the task's nearest stored workloads (tlp.search.search_strategy.library), the
+          # held-out networks' workloads left out: the first round decides a network's latency at ~100 trials
+          "tlp-online-lr3-warm-headroom-library": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
+                                                       online_min_task_measurements=3, task_scheduler="headroom",
+                                                       first_round_transferred=1, transfer_from="datasets/tlp-cpu",
+                                                       transfer_exclude_networks=tuple(held_out_networks())),
+          "blend": dict(cost_model="tlp+xgb", online_steps=5),
+          # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
+          # (tlp.search.cost_model.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found
+          # layer_norm's fast structure (reductions at their consumers) that TLP's prior never ranks high. Its BERT-tiny run ran
+          # beside other work and was discarded; MobileNetV2 on a Zen 4, seeds 1-2: 1.25-2.95x fewer trials to
+          # XGBoost's final, below spreading (git history: benchmarks/README.md at 312e08d)
+          "tlp-online-lr3-warm-headroom-blend": dict(cost_model="tlp+xgb", online_steps=5, online_lr=1e-3,
+                                                     online_min_task_measurements=3, task_scheduler="headroom"),
+          # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
+          # measured worse programs than those it ranks first among everything the runs found, so more candidates
+          # per round might help. Tried on BERT-tiny (benchmarks/README.md): its first round picked worse programs
+          # (the model's best among 8x the candidates is more often one it overrates) in 3.5x the wall time.
+          "tlp-online-pop2048": dict(cost_model="tlp", online_steps=5, population=2048),
+          "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
+# the library setting spread over structures (--max-per-structure 2): on a platform whose dataset holds self-play of
+# the network's training variants (the same layers at 240 / 256 px) the library's sources are those layers
+MODELS["tlp-online-lr3-warm-headroom-diverse-library"] = dict(MODELS["tlp-online-lr3-warm-headroom-library"],
+                                                              max_per_structure=2)
+
+
+def _first_reaching(points: list[tuple[int, float, float]], goal: float) -> tuple[int, float] | None:
+    for trials, wall, latency in points:
+        if latency <= goal * (1 + 1e-9):
+            return trials, wall
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", default="bert_tiny")
+    parser.add_argument("--models", default="tlp,tlp-online,xgb,random",
+                        help="comma-separated; NAME:B measures batches of B (default --trials-per-iter), "
+                             "NAME:F/B also a first round of F per task")
+    parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--tlp-model", action="append", default=[],
+                        help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); repeat it to "
+                             "compare several models in one alternating run; runs are stored under tlp@NAME, NAME "
+                             "being the checkpoint's file stem")
+    parser.add_argument("--top-tasks", type=int, default=0,
+                        help="networks: tune only their N heaviest tasks (weight x FLOPs); 0 = all")
+    parser.add_argument("--trials", type=int, default=300, help="budget per workload and run (all its tasks)")
+    parser.add_argument("--trials-per-iter", type=int, default=32)
+    parser.add_argument("--population", type=int, default=512)
+    parser.add_argument("--work-dir", default="runs/bench/search")
+    parser.add_argument("--out", default=str(results_dir(__file__) / "search_efficiency.json"))
+    parser.add_argument("--tlp-model-setup-s", type=float, action="append", default=[],
+                        help="seconds it took to make the --tlp-model of the same position (e.g. tlp adapt's "
+                             "measuring + training): added to its runs' wall times, so a model built on this machine "
+                             "pays for its own data; 0 for models without one")
+    parser.add_argument("--summarize", action="store_true",
+                        help="recompute summaries and figures of the results file without tuning")
+    parser.add_argument("--points", default="",
+                        help="with --summarize: also print a table of each run's curve at these trial counts "
+                             "(comma-separated; the point nearest each), its first point, final latency and wall")
+    args = parser.parse_args()
+    if args.points and not args.summarize:
+        parser.error("--points prints a table of a results file: use it with --summarize")
+    try:
+        points = [int(n) for n in args.points.split(",")] if args.points else []
+    except ValueError:
+        parser.error(f"--points takes comma-separated trial counts, got {args.points!r}")
+
+    out = Path(args.out)
+    if args.summarize:
+        stored = json.loads(out.read_text())
+        for workload, result in stored["results"].items():
+            if "fixed_tasks" not in result:
+                name, _, top = re.fullmatch(r"(.+?)(-top(\d+))?", workload).group(1, 2, 3)
+                result["fixed_tasks"] = _fixed_tasks(_tunable(name, result["target"], int(top or 0)).tasks,
+                                                     result["target"])
+            for model, model_runs in result["runs"].items():
+                for run in model_runs:  # runs stored before fixed tasks were recorded: from their work dirs
+                    if "fixed_part_s" not in run:
+                        _add_fixed_part(run, Path(args.work_dir) / workload / f"{model}-seed{run['seed']}",
+                                        result["fixed_tasks"])
+            result["summary"] = _summarize(result["runs"], result["trials"], result["fixed_tasks"])
+            _plot(result, workload, _figure_path(out, workload))
+            print(json.dumps({workload: result["summary"]}, indent=1))
+            if points:
+                print(_curve_table(result, points))
+        write_json(out, stored)
+        return
+    target = host_target()
+    if len(args.tlp_model_setup_s) > max(len(args.tlp_model), 1):
+        parser.error("more --tlp-model-setup-s than --tlp-model")
+    setup_of = dict(zip(args.tlp_model, args.tlp_model_setup_s))
+    # (run name, base model, TLP checkpoint or None, setup seconds): every TLP-based model once per checkpoint.
+    variants = []
+    for spec in args.models.split(","):
+        base_model, first, batch = _parse_model(spec, args.trials_per_iter, parser)
+        name = base_model + (f"-f{first}" if first else "") + (f"-b{batch}" if batch != args.trials_per_iter else "")
+        if MODELS[base_model]["cost_model"].startswith("tlp") and args.tlp_model:
+            variants += [(f"{name}@{Path(m).stem}", base_model, first, batch, m, setup_of.get(m, 0.0))
+                         for m in args.tlp_model]
+        else:
+            variants.append((name, base_model, first, batch, None, 0.0))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    # Several invocations (different workloads, models or budgets) accumulate in one results file.
+    results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
+    machine = host_fingerprint()
+    for name in args.workloads.split(","):
+        tunable = _tunable(name, target, args.top_tasks)
+        workload = tunable.name
+        weights = [t.weight for t in tunable.tasks]
+        fixed = _fixed_tasks(tunable.tasks, target)
+        task_set = _task_set(tunable.tasks)
+        earlier = results.get(workload, {})
+        # A changed graph (e.g. batch norms folded since) gives other tasks: its runs and work dirs cannot continue or
+        # be compared with the stored ones. Checked before any tuning.
+        if earlier and (earlier.get("task_set", task_set), earlier["tasks"]) != (task_set, len(tunable.tasks)):
+            raise SystemExit(f"{out}: {workload}'s stored runs tuned {earlier['tasks']} other tasks than its "
+                             f"{len(tunable.tasks)} now (the graph changed since); write to another --out and "
+                             "--work-dir")
+        runs: dict = {}
+        # Alternate models within each seed so machine noise spreads over all of them.
+        for seed in seeds:
+            for model, base_model, first, batch, checkpoint, setup_s in variants:
+                work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
+                settings = {"population": args.population, **MODELS[base_model]}  # a model may carry its own
+                config = TuneConfig(trials=args.trials, trials_per_iter=batch, first_round_trials=first, seed=seed,
+                                    compile=False, measure=MeasureConfig(), model_path=checkpoint, **settings)
+                report = tune(tunable, target, work_dir, config)
+                # a schedule library is read before the first batch, outside the history's clock: count it
+                setup_s += report.get("transfer_library", {}).get("seconds", 0.0)
+                points = [(t, wall + setup_s, latency)
+                          for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
+                runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,
+                                                   "population": config.population,
+                                                   "first_round_trials": first,
+                                                   "final_latency_s": points[-1][2] if points else None,
+                                                   "wall_s": points[-1][1] if points else None,
+                                                   "trials": report["trials"], "curve": points})
+                _add_fixed_part(runs[model][-1], work_dir, fixed)
+                print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
+        if earlier.get("trials") == args.trials:
+            # Same budget: keep the (model, seed) runs this invocation did not run; runs of another machine are
+            # not comparable with this one's (a results file per machine, --out).
+            if earlier.get("machine", machine) != machine:
+                raise SystemExit(f"{out}: {workload} was measured on {earlier['machine'].get('llvm_cpu')}, this "
+                                 f"machine is {machine['llvm_cpu']}; write to another --out")
+            runs = _merge_runs(earlier["runs"], runs)
+        summary = _summarize(runs, args.trials, fixed)
+        results[workload] = {"tasks": len(tunable.tasks), "task_set": task_set, "fixed_tasks": fixed, "trials": args.trials,
+                             "trials_per_iter": args.trials_per_iter,
+                             "population": args.population, "machine": machine, "target": target,
+                             "seeds": sorted({r["seed"] for model_runs in runs.values() for r in model_runs}),
+                             "runs": runs, "summary": summary}
+        _plot(results[workload], workload, _figure_path(out, workload))
+        write_json(out, {**stamp(), "target": target, "results": results})
+        print(json.dumps({workload: summary}, indent=1))
+
+
+def _parse_model(spec: str, default_batch: int, parser: argparse.ArgumentParser) -> tuple[str, int | None, int]:
+    """``NAME``, ``NAME:B`` or ``NAME:F/B`` -> (model, first-round trials or None, batch size)."""
+    name, _, sizes = spec.partition(":")
+    if name not in MODELS:
+        parser.error(f"unknown model {name!r} in --models; choose among {', '.join(MODELS)}")
+    first, _, batch = sizes.rpartition("/")
+    if not all(n.isdigit() and int(n) > 0 for n in (first, batch) if n) or (sizes.endswith("/")):
+        parser.error(f"--models {spec!r}: expected NAME:B or NAME:F/B with positive integers")
+    batch_size = int(batch) if batch else default_batch
+    return name, int(first) if first and int(first) < batch_size else None, batch_size
+
+
+def _merge_runs(earlier: dict, new: dict) -> dict:
+    """Per model, the earlier runs of seeds this invocation did not run, then the new ones, by seed."""
+    merged = {model: list(model_runs) for model, model_runs in earlier.items()}
+    for model, model_runs in new.items():
+        rerun = {r["seed"] for r in model_runs}
+        kept = [r for r in merged.get(model, []) if r["seed"] not in rerun]
+        merged[model] = sorted(kept + model_runs, key=lambda r: r["seed"])
+    return merged
+
+
+def _figure_path(out: Path, workload: str) -> Path:
+    """results/search_<workload>.png beside the default results file; <results stem>_<workload>.png otherwise, so
+    a second study (another machine, other models) never overwrites the first one's figures."""
+    stem = "search" if out.stem == "search_efficiency" else out.stem
+    return out.with_name(f"{stem}_{workload}.png")
+
+
+def _tunable(name: str, target: dict, top_tasks: int):
+    """The workload (a network's ``top_tasks`` heaviest tasks when given; its name then ends in -topN)."""
+    tunable = resolve(name, target)
+    return tunable.top_tasks(top_tasks) if top_tasks and tunable.is_network else tunable
+
+
+def _task_set(tasks: list) -> str:
+    """A short digest of the workload's task keys: which tasks its runs tuned."""
+    return hashlib.sha1(json.dumps(sorted(t.key for t in tasks)).encode()).hexdigest()[:12]
+
+
+def _fixed_tasks(tasks: list, target: dict) -> dict[str, int]:
+    """{name: weight} of the tasks whose design spaces hold one program (no sampled decision)."""
+    return {t.name: int(t.weight) for t in tasks if design_space_decisions(t, target)[1] == 0}
+
+
+def _add_fixed_part(run: dict, work_dir: Path, fixed: dict[str, int]) -> None:
+    """Record in ``run`` the fixed tasks' latencies (end of the run) and their part of each curve point."""
+    history, report = work_dir / "history.jsonl", work_dir / "report.json"
+    if not (history.exists() and report.exists()):
+        return
+    # The history holds the tuned tasks only (--top-tasks: the report lists the network's other tasks too).
+    names = [t["name"] for t in json.loads(report.read_text())["tasks"] if t.get("tuned", True)]
+    part = curve_points(history, [fixed.get(n, 0) for n in names])
+    if len(part) != len(run["curve"]):
+        raise SystemExit(f"{work_dir}: its history no longer matches the stored curve; re-run it or drop it")
+    last = json.loads(history.read_text().splitlines()[-1])["best_s"]
+    run["fixed_task_latency_s"] = {n: last[i] for i, n in enumerate(names) if n in fixed}
+    run["fixed_part_s"] = [latency for _, _, latency in part]
+
+
+def _with_shared_fixed_tasks(runs: dict, fixed: dict[str, int]) -> dict | None:
+    """The runs with each fixed task at the median of its latencies over all runs (None when a run lacks them)."""
+    every = [r for model_runs in runs.values() for r in model_runs]
+    if not fixed or not all("fixed_part_s" in r for r in every):
+        return None
+    shared = sum(weight * statistics.median(r["fixed_task_latency_s"][name] for r in every)
+                 for name, weight in fixed.items())
+    adjusted = {}
+    for model, model_runs in runs.items():
+        adjusted[model] = []
+        for r in model_runs:
+            curve = [(t, wall, latency - part + shared) for (t, wall, latency), part in zip(r["curve"], r["fixed_part_s"])]
+            adjusted[model].append({**r, "curve": curve, "final_latency_s": curve[-1][2] if curve else None})
+    return adjusted
+
+
+def _summarize(runs: dict, budget: int, fixed: dict[str, int] | None = None) -> dict:
+    """Per model: median final latency and, per seed, the trials (and wall time) needed to reach the latency
+    XGBoost reaches with its full budget (median over XGBoost's seeds); ratios = XGBoost's effort / that effort.
+    Computed with the fixed tasks at their shared latency when every run recorded them (``fixed_tasks_shared``);
+    ``raw_final_latency_s`` keeps each run's own measurements."""
+    raw = {model: [r["final_latency_s"] for r in model_runs] for model, model_runs in runs.items()}
+    shared_runs = _with_shared_fixed_tasks(runs, fixed or {})
+    runs = shared_runs or runs
+    summary = {}
+    xgb_goal = statistics.median(r["final_latency_s"] for r in runs["xgb"]) if "xgb" in runs else None
+    xgb_wall = statistics.median(r["wall_s"] for r in runs["xgb"]) if "xgb" in runs else None
+    for model, model_runs in runs.items():
+        row = {"final_latency_s_median": statistics.median(r["final_latency_s"] for r in model_runs),
+               "final_latency_s": [r["final_latency_s"] for r in model_runs],
+               "raw_final_latency_s": raw[model], "fixed_tasks_shared": shared_runs is not None,
+               # A network's latency exists once every task has been measured: the largest trial ratio this budget
+               # can show is budget / the trials of that first point (the first round over all tasks).
+               "trial_ratio_cap_per_seed": [round(budget / r["curve"][0][0], 2) if r["curve"] else None
+                                            for r in model_runs]}
+        if xgb_goal is not None:
+            reached = [_first_reaching(r["curve"], xgb_goal) for r in model_runs]
+            row["trials_to_xgb_final"] = [x[0] if x else None for x in reached]
+            row["trial_ratio_per_seed"] = [round(budget / x[0], 2) if x else None for x in reached]
+            row["wall_ratio_per_seed"] = [round(xgb_wall / x[1], 2) if x else None for x in reached]
+            row["seeds_reaching_xgb_final"] = f"{sum(x is not None for x in reached)}/{len(reached)}"
+            if all(reached):
+                row["trial_ratio_vs_xgb"] = budget / statistics.median(x[0] for x in reached)
+                row["wall_ratio_vs_xgb"] = xgb_wall / statistics.median(x[1] for x in reached)
+            # The strict goal: the best XGBoost seed's final latency (a median over two seeds is their mean, and
+            # one bad seed moves it a lot).
+            best_xgb = min(r["final_latency_s"] for r in runs["xgb"])
+            strict = [_first_reaching(r["curve"], best_xgb) for r in model_runs]
+            row["trials_to_best_xgb_final"] = [x[0] if x else None for x in strict]
+            row["trial_ratio_vs_best_xgb_per_seed"] = [round(budget / x[0], 2) if x else None for x in strict]
+            row["wall_ratio_vs_best_xgb_per_seed"] = [round(xgb_wall / x[1], 2) if x else None for x in strict]
+        summary[model] = row
+    return summary
+
+
+def _shown_runs(result: dict) -> dict:
+    """The runs as tables and figures show them: fixed tasks at their shared latency where every run recorded them."""
+    return _with_shared_fixed_tasks(result["runs"], result.get("fixed_tasks", {})) or result["runs"]
+
+
+def _curve_table(result: dict, counts: list[int]) -> str:
+    """A markdown table, one row per run: Σ weight × best task latency (ms) at its first point, at the curve point
+    nearest each of ``counts`` trials (— before the first point: no network latency yet), final, wall."""
+    runs = _shown_runs(result)
+    lines = ["| run | first point | " + " | ".join(f"~{n}" for n in counts) + f" | final ({result['trials']}) | wall |",
+             "|---" * (len(counts) + 4) + "|"]
+    for model, model_runs in runs.items():
+        for run in model_runs:
+            curve = run["curve"]
+            if not curve:
+                continue
+            cells = ["—" if n < curve[0][0] else f"{min(curve, key=lambda p: abs(p[0] - n))[2] * 1e3:.2f}"
+                     for n in counts]
+            lines.append(f"| {model} seed {run['seed']} | {curve[0][2] * 1e3:.2f} @ {curve[0][0]} | "
+                         + " | ".join(cells) + f" | {curve[-1][2] * 1e3:.2f} | {run['wall_s']:.0f} s |")
+    return "\n".join(lines)
+
+
+def _plot(result: dict, workload: str, path: Path) -> None:
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    runs = _shown_runs(result)
+    for model, model_runs in runs.items():
+        for i, run in enumerate(model_runs):
+            if not run["curve"]:
+                continue
+            trials, wall, latency = (np.array(v) for v in zip(*run["curve"]))
+            style = dict(color=f"C{list(runs).index(model)}", alpha=0.8, where="post",
+                         label=model if i == 0 else None)
+            axes[0].step(trials, latency * 1e3, **style)
+            axes[1].step(wall, latency * 1e3, **style)
+    axes[0].set_xlabel("measured trials")
+    axes[1].set_xlabel("wall time (s)")
+    shared = "; fixed tasks shared" if runs is not result["runs"] else ""
+    for ax in axes:
+        ax.set_ylabel("Σ weight × best task latency (ms)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"{workload}: best latency found vs search effort (one line per seed{shared})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
