@@ -211,7 +211,7 @@ def mmperf_dataset(tmp_path_factory):
     assert main(["dataset", "import", "--format", "ansor", str(MMPERF), "--dataset", str(root / "ds"),
                  "--task-weights", str(root / "weights.json"), "-q"]) == 0
     assert main(["train", str(root / "ds"), "--out", str(root / "m.pt"), "--held-out", "test_mm", "--epochs", "3",
-                 "--hidden", "32", "-q"]) == 0
+                 "--set", "hidden=32", "-q"]) == 0
     return root
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from tlp.search.fast_math import default_schedule_outputs
-from tlp.search.sources import from_torch
+from tlp.tune.fast_math import default_schedule_outputs
+from tlp.tune.sources import from_torch
 from tlp.workloads.extract import relax_module_from_torch, tasks_from_relax
 from tlp.workloads.graph_passes import count_ops
 
@@ -74,7 +74,7 @@ def test_onnx_batch_norm_folds_too(tmp_path):
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
-    from tlp.search.sources import resolve
+    from tlp.tune.sources import resolve
 
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((4, 3, 3, 3)).astype("float32")

@@ -33,7 +33,7 @@ def test_rpc_tracker_down_exits_2(tmp_path):
 
 def test_dataset_info_json_and_text(tmp_path):
     result = run("collect", "--workloads", "softmax_1x1000", "--dataset", str(tmp_path), "--trials-per-task", "4",
-                 "--batch-size", "4", "--min-repeat-ms", "2", "-q")
+                 "--set", "batch_size=4", "--set", "min_repeat_ms=2", "-q")
     assert result.returncode == 0, result.stderr
     info = json.loads(run("dataset", "info", str(tmp_path), "--json").stdout)
     for field in ["platforms", "tasks", "networks", "records", "valid_records", "failed_records", "noise_cv_median"]:
@@ -57,8 +57,8 @@ def test_workloads_list_without_extraction():
 def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     dataset, _ = collected
     out = tmp_path / "model.pt"
-    result = run("train", str(dataset.path), "--out", str(out), "--epochs", "2", "--hidden", "16", "-q",
-                 "--loss", "listwise", "--patience", "5", "--task-weighting", "network-share")
+    result = run("train", str(dataset.path), "--out", str(out), "--epochs", "2", "--set", "hidden=16", "-q",
+                 "--set", "loss=soft-listwise+slowdown", "--set", "patience=5")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["train_tasks"] >= 1 and out.exists()
@@ -68,21 +68,20 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
     meta = model.meta
     assert meta["platforms"] and meta["dataset_hash"] and "resnet50" in meta["held_out_networks"]
     # online fine-tuning reuses the checkpoint's loss
-    assert model.train_config.loss == "listwise" and model.train_config.patience == 5
-    assert model.train_config.task_weighting == "network-share"
+    assert model.train_config.loss == "soft-listwise+slowdown" and model.train_config.patience == 5
 
     # A student distilled from it (one teacher here; users pass several seeds) says where its targets came from;
     # with the slowdown term (which reads the measured latencies, not the targets).
     student = tmp_path / "student.pt"
-    result = run("train", str(dataset.path), "--out", str(student), "--epochs", "1", "--hidden", "16", "-q",
-                 "--loss", "soft-listwise+slowdown", "--distil-from", str(out), "--distil-alpha", "0.25", "--transfer-shapes", "2",
-                 "--arch", "lstm", "--layers", "1")
+    result = run("train", str(dataset.path), "--out", str(student), "--epochs", "1", "--set", "hidden=16", "-q",
+                 "--set", "loss=soft-listwise+slowdown", "--distil-from", str(out), "--set", "distil_alpha=0.25", "--set", "transfer_shapes=2",
+                 "--set", "arch=lstm", "--set", "layers=1")
     assert result.returncode == 0, result.stderr
     assert TLPModel.load(student).net.lstm.num_layers == 1  # the student's own architecture, not the teacher's
     assert TLPModel.load(student).meta["distilled_from"] == {"teachers": [str(out)], "alpha": 0.25,
                                                              "transfer_shapes": 2}
     assert json.loads(result.stdout)["train_tasks"] == summary["train_tasks"] + 2  # the two new shapes trained too
-    result = run("train", str(dataset.path), "--out", str(tmp_path / "no.pt"), "--epochs", "1", "--hidden", "16",
+    result = run("train", str(dataset.path), "--out", str(tmp_path / "no.pt"), "--epochs", "1", "--set", "hidden=16",
                  "-q", "--distil-from", str(out))  # the default loss, lambdarank, is pairwise
     assert result.returncode == 2 and "listwise loss" in result.stderr and not (tmp_path / "no.pt").exists()
 
@@ -93,10 +92,10 @@ def test_train_refuses_an_empty_dataset(tmp_path):
 
 
 def test_train_refuses_distil_alpha_without_teachers(tmp_path):
-    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--distil-alpha", "0.5")
+    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--set", "distil_alpha=0.5")
     assert result.returncode == 2 and "--distil-from" in result.stderr
-    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--transfer-shapes", "10")
-    assert result.returncode == 2 and "--transfer-shapes needs teachers" in result.stderr
+    result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--set", "transfer_shapes=10")
+    assert result.returncode == 2 and "transfer_shapes needs teachers" in result.stderr
 
 
 def test_train_loss_choices_are_the_library_losses():

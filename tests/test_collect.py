@@ -77,8 +77,7 @@ def test_rerun_measures_nothing_twice(collected, tiny_tasks, host_platform):
 
 def _collect_until_stored(dataset_path, host_platform, trials: int, **popen_args) -> tuple[list[str], Any]:
     """A real `tlp collect` process, returned once its first 4 programs are stored (a stop then lands mid-run)."""
-    args = TLP + ["collect", "--workloads", "dense_64x64x64", "--dataset", str(dataset_path), "--trials-per-task",
-                  str(trials), "--batch-size", "4", "--min-repeat-ms", "2", "-q"]
+    args = TLP + ["collect", "--workloads", "dense_64x64x64", "--dataset", str(dataset_path), "--trials-per-task", str(trials), "--set", "batch_size=4", "--set", "min_repeat_ms=2", "-q"]
     process = subprocess.Popen(args, **popen_args)
     meta = dataset_path / host_platform.id / "measurements.jsonl"
     deadline = time.time() + 240

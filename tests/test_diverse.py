@@ -1,11 +1,11 @@
-"""Batches spread over program structures (tlp.search.diverse), on real MetaSchedule candidates."""
+"""Batches spread over program structures (tlp.search.search_strategy.diverse), on real MetaSchedule candidates."""
 
 import numpy as np
 import pytest
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
-from tlp.search.diverse import StructureDiverseSearch, decision_values, spread_over_structures, structure_of
+from tlp.search.search_strategy.diverse import StructureDiverseSearch, decision_values, spread_over_structures, structure_of
 
 from conftest import tune_context
 
@@ -84,85 +84,6 @@ class _MeasuredStructuresFirst(ms.cost_model.PyCostModel):
         return np.array([1.0 if structure_of(c.sch.trace) in self.measured else 0.0 for c in candidates])
 
 
-def _new_structures_per_batch(task, target, new_structures: int) -> list[int]:
-    """How many of each batch's candidates are of structures not measured before, under a model that only exploits."""
-    strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, new_structures=new_structures)
-    context = tune_context(task, target, strategy, rand_state=1)
-    measured: set = set()
-    strategy.pre_tuning(20, 4, context.space_generator.generate_design_space(context.mod),
-                        ms.database.MemoryDatabase(), _MeasuredStructuresFirst(measured))
-    new = []
-    while (candidates := strategy.generate_measure_candidates()) is not None:
-        structures = [structure_of(c.sch.trace) for c in candidates]
-        new.append(sum(s not in measured for s in structures))
-        measured |= set(structures)
-        strategy.notify_runner_results(candidates, [ms.runner.RunnerResult(run_secs=[1e-5], error_msg=None)
-                                                    for _ in candidates])
-    strategy.post_tuning()
-    return new
-
-
-def test_places_for_new_structures_go_to_structures_never_measured(softmax, host_platform):
-    exploring = _new_structures_per_batch(softmax, host_platform.target, new_structures=1)
-    assert len(exploring) == 5 and all(n >= 1 for n in exploring)  # the budget, and a new structure every batch
-    exploiting = _new_structures_per_batch(softmax, host_platform.target, new_structures=0)
-    assert sum(exploiting[1:]) < sum(exploring[1:])  # without the places such a model stays with what it measured
-    with pytest.raises(ValueError, match="new_structures"):
-        StructureDiverseSearch(population_size=8, max_per_structure=1, new_structures=-1)
-
-
-def _values_measured(task, target, new_decisions: int) -> tuple[set, list[int]]:
-    """Decision values a run measures, and its batches' sizes, under a model that only exploits."""
-    strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, new_decisions=new_decisions)
-    context = tune_context(task, target, strategy, rand_state=1)
-    measured: set = set()
-    strategy.pre_tuning(24, 4, context.space_generator.generate_design_space(context.mod),
-                        ms.database.MemoryDatabase(), _MeasuredStructuresFirst(measured))
-    values, sizes = set(), []
-    while (candidates := strategy.generate_measure_candidates()) is not None:
-        structures = [structure_of(c.sch.trace) for c in candidates]
-        sizes.append(len(candidates))
-        values = values.union(*(decision_values(s) for s in structures))
-        measured |= set(structures)
-        strategy.notify_runner_results(candidates, [ms.runner.RunnerResult(run_secs=[1e-5], error_msg=None)
-                                                    for _ in candidates])
-    strategy.post_tuning()
-    assert strategy.measured_decisions == values
-    return values, sizes
-
-
-def test_places_for_new_decision_values_measure_values_an_exploiting_model_never_would(softmax, host_platform):
-    exploring, sizes = _values_measured(softmax, host_platform.target, new_decisions=2)
-    assert sum(sizes) == 24 and all(size == 4 for size in sizes)  # the places never cost the budget or a batch
-    exploiting, _ = _values_measured(softmax, host_platform.target, new_decisions=0)
-    assert exploiting < exploring  # the same run measures more of the task's unroll depths and compute locations
-    with pytest.raises(ValueError, match="new_decisions"):
-        StructureDiverseSearch(population_size=8, max_per_structure=1, new_decisions=-1)
-
-
-def test_a_tasks_first_batch_can_hold_one_program_per_structure(softmax, host_platform):
-    strategy = StructureDiverseSearch(population_size=32, max_per_structure=4, first_batch_per_structure=1)
-    context = tune_context(softmax, host_platform.target, strategy, rand_state=1)
-    spaces = context.space_generator.generate_design_space(context.mod)
-    database, model = ms.database.MemoryDatabase(), ms.cost_model.RandomModel(seed=0)
-    strategy.pre_tuning(12, 4, spaces, database, model)
-    assert strategy.first_batch  # nothing of the task in the database
-    first = strategy.generate_measure_candidates()
-    assert len(first) == 4 and len({structure_of(c.sch.trace) for c in first}) == 4
-    results = [ms.runner.RunnerResult(run_secs=[1e-5], error_msg=None) for _ in first]
-    strategy.notify_runner_results(first, results)
-    workload = database.commit_workload(context.mod)
-    for candidate in first:  # what MetaSchedule's measure callback stores before the next batch
-        database.commit_tuning_record(ms.database.TuningRecord(candidate.sch.trace, workload, [1e-5]))
-    strategy.post_tuning()
-    strategy.pre_tuning(8, 4, spaces, database, model)  # restarted after the first round (tlp.search.first_round)
-    assert not strategy.first_batch  # its batches are capped by max_per_structure again
-    strategy.post_tuning()
-    assert strategy._inst.clone().first_batch_per_structure == 1
-    with pytest.raises(ValueError, match="first_batch_per_structure must be at least 0"):
-        StructureDiverseSearch(population_size=8, max_per_structure=1, first_batch_per_structure=-1)
-
-
 def test_decision_values_are_per_position_and_kind():
     structure = (("SampleCategorical", "2"), ("SampleComputeLocation", "-1"), ("SampleComputeLocation", "-1"))
     assert decision_values(structure) == {(0, "SampleCategorical", "2"), (1, "SampleComputeLocation", "-1"),
@@ -170,13 +91,12 @@ def test_decision_values_are_per_position_and_kind():
 
 
 def test_a_first_round_wraps_the_evolution_or_the_given_inner_search_and_clones_it():
-    from tlp.search.first_round import FirstRoundSearch
+    from tlp.search.search_strategy.first_round import FirstRoundSearch
 
     plain = FirstRoundSearch(population_size=8, first_batch=2)
     assert isinstance(plain.inner, ms.search_strategy.EvolutionarySearch)
     assert isinstance(plain._inst.clone().inner, ms.search_strategy.EvolutionarySearch)
-    spread = FirstRoundSearch(8, 2, inner=StructureDiverseSearch(8, max_per_structure=1, new_structures=1,
-                                                                new_decisions=3))
+    spread = FirstRoundSearch(8, 2, inner=StructureDiverseSearch(8, max_per_structure=1, pool=3))
     copy = spread._inst.clone()  # the Python side of clone(); through TVM's FFI the copy comes back as its handle
     assert isinstance(copy.inner, StructureDiverseSearch) and copy.inner is not spread.inner
-    assert (copy.inner.max_per_structure, copy.inner.new_structures, copy.inner.new_decisions) == (1, 1, 3)
+    assert (copy.inner.max_per_structure, copy.inner.pool) == (1, 3)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from tlp.search.fast_math import choose_fast_math, default_schedule_outputs
-from tlp.search.numerics import torch_outputs
-from tlp.search.sources import from_torch
+from tlp.tune.fast_math import choose_fast_math, default_schedule_outputs
+from tlp.tune.numerics import torch_outputs
+from tlp.tune.sources import from_torch
 from tlp.workloads.graph_passes import fast_math
 
 TARGET = {"kind": "llvm", "num-cores": 1}

@@ -144,15 +144,15 @@ def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path, capsy
     from tlp.cli import main
 
     def train(*extra):
-        code = main(["train", str(own_dataset.path), "--out", str(tmp_path / "m.pt"), "--epochs", "1", "--hidden", "32",
-                     "--feature-cache-dir", str(tmp_path / "cache"), "-q", *extra])
+        code = main(["train", str(own_dataset.path), "--out", str(tmp_path / "m.pt"), "--epochs", "1", "--set", "hidden=32",
+                     "--set", f"feature_cache_dir={str(tmp_path / "cache")}", "-q", *extra])
         assert code == 0
         return json.loads(capsys.readouterr().out)["feature_cache"]
 
     first, second = train(), train()
     assert first["hit"] is False and second["hit"] is True and first["path"] == second["path"]
     assert Path(first["path"]).parent == tmp_path / "cache"
-    assert train("--no-feature-cache") == {"used": False}
-    compact = train("--compact-traces")  # another featurizer config: another cache entry, kept in the checkpoint
+    assert train("--set", "feature_cache=false") == {"used": False}
+    compact = train("--set", "compact=true")  # another featurizer config: another cache entry, kept in the checkpoint
     assert compact["hit"] is False and compact["path"] != first["path"]
     assert TLPModel.load(tmp_path / "m.pt").featurizer.config.compact

@@ -6,8 +6,8 @@ import pytest
 
 from conftest import trace_decisions, tune_context
 from tlp._tvm import ms
-from tlp.search.library import LibraryError, ScheduleLibrary, extent_distance
-from tlp.search.transfer import replayed_candidates
+from tlp.search.search_strategy.library import LibraryError, ScheduleLibrary, extent_distance
+from tlp.search.search_strategy.transfer import replayed_candidates
 
 
 def test_extent_distance_needs_the_same_blocks_and_grows_with_the_shape_gap():
@@ -72,8 +72,8 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
                                                                                  dense_256, fast_measure):
     """``tlp tune --first-round-trials 2 --first-round-transferred 1 --transfer-from D``: with a random model (whose
     pick among the replayed programs is any of them) one of the first two measured programs is a replayed one."""
-    from tlp.search.sources import Tunable
-    from tlp.search.tune import TuneConfig, tune
+    from tlp.tune.sources import Tunable
+    from tlp.tune.run import TuneConfig, tune
 
     dataset, _ = collected
     work_dir = tmp_path / "library"
@@ -92,7 +92,7 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
 
 def test_a_library_needs_transferred_places(collected):
     from tlp import TLPError
-    from tlp.search.tune import TuneConfig, _schedule_library
+    from tlp.tune.run import TuneConfig, _schedule_library
 
     dataset, _ = collected
     with pytest.raises(TLPError, match="set first_round_transferred"):
@@ -109,7 +109,7 @@ def test_the_library_is_read_once_per_state_of_the_store_then_from_its_cache(col
     served from the cache while they stay, and read again when the store grows or the cache is damaged."""
     import shutil
 
-    import tlp.search.library as library_module
+    import tlp.search.search_strategy.library as library_module
     from tlp.dataset import Dataset
 
     dataset, _ = collected

@@ -9,10 +9,10 @@ import pytest
 from conftest import tlp_cli
 from tlp import StageError
 from tlp._tvm import ms, tvm
-from tlp.search.compile_check import check_compiles
-from tlp.search.numerics import compare_outputs
-from tlp.search.report import compile_and_time
-from tlp.search.sources import Tunable, resolve
+from tlp.tune.compile_check import check_compiles
+from tlp.tune.numerics import compare_outputs
+from tlp.tune.report import compile_and_time
+from tlp.tune.sources import Tunable, resolve
 
 GPT2 = """
 import torch
@@ -140,7 +140,7 @@ def test_cli_failure_is_one_line_and_debug_adds_the_traceback(tmp_path):
 def test_cli_tune_json_carries_the_numerics(tmp_path):
     pytest.importorskip("transformers")
     source = _source(tmp_path, "llama", LLAMA)
-    run = tlp_cli(["tune", source, "--trials", "4", "--trials-per-iter", "4", "--population", "32",
+    run = tlp_cli(["tune", source, "--trials", "4", "--set", "trials_per_iter=4", "--set", "population=32",
                    "--top-tasks", "1", "--cost-model", "random", "--work-dir", str(tmp_path / "w"),
                    "--json"])
     assert run.returncode == 0, run.stderr[-2000:]
@@ -177,7 +177,7 @@ def test_more_model_families_compile_and_match_pytorch(tmp_path, host_platform, 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import model_coverage  # pylint: disable=import-outside-toplevel
 
-    from tlp.search.sources import from_torch
+    from tlp.tune.sources import from_torch
 
     module, inputs = model_coverage.MODELS[name][1]()
     tunable = from_torch(name, module, inputs, host_platform.target)

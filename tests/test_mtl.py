@@ -148,7 +148,7 @@ def test_head_soup_is_the_mean_of_its_seeds_heads(two_platforms, tiny_checkpoint
         adapt(dataset, TLPModel.load(tiny_checkpoint), dataset.store(sse.id).platform, Path("never.pt"),
               train_fraction=0.0, held_out_fraction=0.0, head_soup=3, progress=False, min_programs=4)
     result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform", sse.id,
-                      "--freeze-backbone", "--head-soup", "0"])
+                      "--freeze-backbone", "--set", "head_soup=0"])
     assert result.returncode == 2 and "--head-soup must be at least 1" in result.stderr
 
 
@@ -204,7 +204,7 @@ def test_tlp_train_platforms_writes_every_head(two_platforms, tmp_path):
     dataset, native, sse = two_platforms
     out = tmp_path / "mtl.pt"
     run = tlp_cli(["train", str(dataset.path), "--platforms", "all", "--out", str(out), "--epochs", "2",
-                   "--hidden", "32", "--min-head-programs", "4", "-q"])
+                   "--set", "hidden=32", "--set", "min_head_programs=4", "-q"])
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["heads"] == sorted([native.id, sse.id])
     meta = TLPModel.load(out).meta
@@ -362,8 +362,8 @@ def test_adapt_trains_a_head_for_another_machines_stored_programs_measuring_noth
                       "llvm-nowhere", "--out", str(tmp_path / "cli.pt")])
     assert result.returncode == 2 and "holds no platform llvm-nowhere" in result.stderr and sse.id in result.stderr
     result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform", sse.id,
-                      "--fraction", "0.1"])
-    assert result.returncode == 2 and "--fraction" in result.stderr
+                      "--set", "fraction=0.1"])
+    assert result.returncode == 2 and "fraction and held_out_fraction do not apply" in result.stderr
     assert {p: len(dataset.store(p).latest_programs()) for p in dataset.platform_ids()} == stored
 
 

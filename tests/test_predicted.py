@@ -10,7 +10,7 @@ import pytest
 import tvm_ffi
 
 from tlp._tvm import ms, tvm
-from tlp.search.predicted import (PREDICTED_DIR, PredictedDatabase, PredictedDatabaseError, PredictionConfig,
+from tlp.search.database.predicted import (PREDICTED_DIR, PredictedDatabase, PredictedDatabaseError, PredictionConfig,
                                   measured_then_predicted, predict_missing, predict_schedule)
 
 QUICK = PredictionConfig(population=32, genetic_iters=1, keep=8, max_rounds=1)
@@ -118,9 +118,9 @@ example_inputs = (torch.randn(8, 64),)
 @pytest.mark.slow
 def test_top_tasks_network_compiles_with_predicted_schedules(tmp_path, host_platform):
     from tlp.dataset.measure import MeasureConfig
-    from tlp.search.report import format_report
-    from tlp.search.sources import resolve
-    from tlp.search.tune import TuneConfig, tune
+    from tlp.tune.report import format_report
+    from tlp.tune.sources import resolve
+    from tlp.tune.run import TuneConfig, tune
 
     source = tmp_path / "mlp.py"
     source.write_text(textwrap.dedent(TORCH_MLP))

@@ -6,8 +6,8 @@ from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms
 from tlp.dataset.measure import Measurer
-from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler
-from tlp.search.task_profile import design_space_decisions
+from tlp.search.task_scheduler.scheduler import HeadroomScheduler, RecordingGradientScheduler
+from tlp.search.task_scheduler.task_profile import design_space_decisions
 from tlp.workloads import load_tasks
 
 TRIALS_PER_ITER = 4
@@ -129,15 +129,6 @@ def test_headroom_peak_ignores_one_program_tasks():
     assert scheduler._gradient(1, 1.0) == pytest.approx(10.0 - 2.5)  # pylint: disable=protected-access
 
 
-def test_headroom_margin_leaves_the_peak_task_some_headroom():
-    """With the roofline 25 % above the best throughput reached, the task at the peak keeps a fifth of its latency as
-    headroom (at margin 0 it has none and never draws another batch) and the others are bounded lower too."""
-    scheduler = HeadroomScheduler(flops=[4e9, 1e9], peak_margin=0.25, seed=0)._inst  # pylint: disable=protected-access
-    scheduler.best_ms = [[10.0], [10.0]]  # task 0 at 400 GFLOPS (the peak), task 1 at 100
-    assert scheduler._gradient(0, 1.0) == pytest.approx(10.0 - 8.0)  # pylint: disable=protected-access
-    assert scheduler._gradient(1, 1.0) == pytest.approx(10.0 - 2.0)  # pylint: disable=protected-access
-
-
 def test_headroom_scheduler_tunes_real_tasks_recording_every_batch(tmp_path, tiny_tasks, host_platform, fast_measure):
     trials = 4 * TRIALS_PER_ITER
     flops = [task.flops for task in tiny_tasks]
@@ -178,7 +169,7 @@ def test_a_resumed_run_continues_instead_of_starting_over(tmp_path, tiny_tasks, 
     """A re-run over a database that holds measurements of a task sends that task no first-round batch, and the
     cost model has learned from them before the first new batch (MetaSchedule would re-run the first round over
     every task with an untrained model)."""
-    from tlp.search.tune import _measured_per_task
+    from tlp.tune.run import _measured_per_task
 
     work_dir = tmp_path / "run"
     _tune(tiny_tasks[:1], host_platform, fast_measure, work_dir, RecordingGradientScheduler(seed=0),
@@ -205,8 +196,8 @@ def test_a_small_first_round_then_full_batches_without_measuring_twice(tmp_path,
     import json
     import logging
 
-    from tlp.search.sources import Tunable
-    from tlp.search.tune import TuneConfig, tune
+    from tlp.tune.sources import Tunable
+    from tlp.tune.run import TuneConfig, tune
 
     # An unnamed handler on MetaSchedule's logger (pytest adds such after an in-process tune_tir) must not break
     # tune's logging set-up, and stays attached.
@@ -244,7 +235,7 @@ def test_a_resumed_run_continues_each_tasks_batch_history_from_its_log(tmp_path)
     (records from elsewhere) starts from that best alone."""
     import json
 
-    from tlp.search.scheduler import _continued, batch_histories
+    from tlp.search.task_scheduler.scheduler import _continued, batch_histories
 
     log = tmp_path / "history.jsonl"
     lines = [{"trials": 4, "wall_s": 1.0, "task": 0, "best_s": [0.002, None]},
@@ -260,8 +251,8 @@ def test_a_resumed_run_continues_each_tasks_batch_history_from_its_log(tmp_path)
 
 def test_an_unknown_task_scheduler_is_refused_before_anything_is_measured(tmp_path, tiny_tasks, host_platform):
     from tlp import TLPError
-    from tlp.search.sources import Tunable
-    from tlp.search.tune import TuneConfig, tune
+    from tlp.tune.sources import Tunable
+    from tlp.tune.run import TuneConfig, tune
 
     with pytest.raises(TLPError, match="unknown task scheduler 'roundrobin'; choose among gradient, headroom, "):
         tune(Tunable("tiny", list(tiny_tasks)), host_platform.target, tmp_path / "w",

@@ -108,15 +108,7 @@ def test_online_fine_tuning_learns_from_measurements(collected, candidates, tiny
     assert on.fine_tune_steps == 3 and on.seconds["fine_tune"] > 0
     assert any((before[k] != v).any() for k, v in on.model.net.state_dict().items())
 
-    # backbones=0: only this platform's head learns; the backbone (and every other head) stays as shipped
-    heads_only = TLPCostModel(tiny_checkpoint, OnlineTuning(steps=3, lr=1e-3, backbones=0),
-                              target=host_platform.target)
-    heads_only.update(tune_context(task, host_platform.target, "replay-trace"), batch, results)
-    assert heads_only.fine_tune_steps == 3
-    head_prefix = f"heads.{heads_only.head}."
-    changed = {k for k, v in heads_only.model.net.state_dict().items() if not torch.equal(before[k], v)}
-    assert changed and all(k.startswith(head_prefix) for k in changed)
-    assert not heads_only.model.net.training  # left ready to score
+    assert not on.model.net.training  # left ready to score
 
 
 def test_online_fine_tuning_waits_for_a_task_to_pass_its_first_round(collected, candidates, tiny_checkpoint,
@@ -142,14 +134,12 @@ def test_online_fine_tuning_waits_for_a_task_to_pass_its_first_round(collected, 
 
 
 def test_tune_config_passes_the_online_settings_to_every_tlp_cost_model(tiny_checkpoint, host_platform):
-    from tlp.search.tune import TuneConfig, make_cost_model
+    from tlp.tune.run import TuneConfig, make_cost_model
 
     config = TuneConfig(cost_model="tlp", model_path=str(tiny_checkpoint), online_steps=3, online_lr=1e-3,
-                        online_min_task_measurements=3, online_backbones=1)
-    expected = OnlineTuning(steps=3, lr=1e-3, min_task_measurements=3, backbones=1)
+                        online_min_task_measurements=3)
+    expected = OnlineTuning(steps=3, lr=1e-3, min_task_measurements=3)
     assert make_cost_model(config, host_platform.target).online == expected
-    config.cost_model = "tlp+xgb"  # the blend's TLP side fine-tunes the same way
-    assert make_cost_model(config, host_platform.target).tlp.online == expected
 
 
 @pytest.mark.parametrize("lr", [0.0, -1e-3, float("nan")])
@@ -161,13 +151,6 @@ def test_an_online_learning_rate_that_cannot_work_is_refused(lr):
 def test_a_negative_minimum_of_task_measurements_is_refused():
     with pytest.raises(ValueError, match="minimum measurements per task must be 0 or more, got -1"):
         OnlineTuning(steps=5, min_task_measurements=-1)
-
-
-def test_a_negative_count_of_networks_learning_whole_is_refused(tiny_checkpoint):
-    with pytest.raises(ValueError, match="networks learning whole online must be 0 or more .* got -1"):
-        OnlineTuning(steps=5, backbones=-1)
-    run = tlp_cli(["tune", "dense_64x64x64", "--online-steps", "5", "--online-backbones", "-1"])
-    assert run.returncode != 0 and "--online-backbones must be 0 or more" in run.stderr
 
 
 def test_a_limit_below_two_measurements_per_update_is_refused():
@@ -249,49 +232,3 @@ def test_packaged_models_load_by_name_and_score_real_candidates(candidates, host
     # The default is a cascade: its features are the second stage's 56-row crop; its first stage is hidden 128.
     assert shapes == {"tlp-cpu": (56, 128), "tlp-cpu-small": (25, 128)}
     assert model_path(None) == model_path("tlp-cpu") and str(model_path("x/y.pt")) == "x/y.pt"
-
-
-def test_blended_cost_model_starts_as_tlp_and_brings_xgboost_in_as_the_task_is_measured(
-        collected, candidates, tiny_checkpoint, host_platform):
-    from tlp.search.blended import BlendedCostModel
-
-    dataset, _ = collected
-    task, batch = candidates["dense_64x64x64"]
-    context = tune_context(task, host_platform.target, "replay-trace")
-    # XGBoost trains from 4 measurements here (MetaSchedule's default, 100, is more than the tiny collection has).
-    xgb = ms.cost_model.XGBModel(num_warmup_samples=4, num_tuning_cores=1)
-    blend = BlendedCostModel(TLPCostModel(tiny_checkpoint, target=host_platform.target), xgb, half_weight_at=4)
-    alone = TLPCostModel(tiny_checkpoint, target=host_platform.target)
-    # Nothing measured: exactly TLP's scores (XGBoost, untrained, is not asked).
-    assert blend.xgb_weight(context) == 0.0
-    assert np.allclose(blend.predict(context, batch), alone.predict(context, batch))
-    workload = ms.database.Workload(task.mod)
-    target_json = tvm.target.Target(host_platform.target).export()
-    measured = [p for p in dataset.store(host_platform.id).latest_programs().values()
-                if p.workload_key == task.key and p.latency]
-    records = [ms.database.TuningRecord.from_json([p.trace_json, p.run_secs, target_json, p.args_info], workload)
-               for p in measured]
-    blend.update(context, [r.as_measure_candidate() for r in records],
-                 [ms.runner.RunnerResult(p.run_secs, None) for p in measured])
-    assert len(measured) >= 4
-    assert blend.xgb_weight(context) == pytest.approx(len(measured) / (len(measured) + 4))
-    scores = blend.predict(context, batch)
-    assert scores.shape == (len(batch),) and (scores > 0).all() and np.isfinite(scores).all()
-    assert not np.allclose(scores, alone.predict(context, batch))  # XGBoost now has a say
-    assert np.allclose(blend.predict(context, batch[:3]), scores[:3])  # comparable within a round
-    untrained = BlendedCostModel(TLPCostModel(tiny_checkpoint, target=host_platform.target))  # XGBoost: 100 first
-    untrained.update(context, [r.as_measure_candidate() for r in records],
-                     [ms.runner.RunnerResult(p.run_secs, None) for p in measured])
-    assert untrained.xgb_weight(context) == 0.0  # its random answers never reach the search
-
-
-@pytest.mark.slow
-def test_blended_cost_model_drives_tlp_tune(tiny_checkpoint, host_platform, tmp_path):
-    from tlp.search.sources import resolve
-    from tlp.search.tune import TuneConfig, tune
-
-    config = TuneConfig(trials=16, trials_per_iter=8, cost_model="tlp+xgb", model_path=str(tiny_checkpoint),
-                        population=64, compile=False, measure=MeasureConfig(repeat=2, min_repeat_ms=2))
-    report = tune(resolve("dense_64x64x64", host_platform.target), host_platform.target, tmp_path / "work", config)
-    assert report["trials"] == 16 and report["tasks"][0]["best_latency_s"] > 0
-    assert report["candidates_scored"] > 16  # TLP ranked the populations, then with XGBoost

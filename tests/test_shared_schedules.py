@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tlp.search.report import format_report
-from tlp.search.sources import from_torch
-from tlp.search.tune import TuneConfig, tune
+from tlp.tune.report import format_report
+from tlp.tune.sources import from_torch
+from tlp.tune.run import TuneConfig, tune
 
 
 class BasicBlock(torch.nn.Module):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tlp.search.sources import from_torch
-from tlp.search.task_profile import design_space_decisions, dominant_tasks, format_dominant_tasks
+from tlp.tune.sources import from_torch
+from tlp.search.task_scheduler.task_profile import design_space_decisions, dominant_tasks, format_dominant_tasks
 
 TARGET = {"kind": "llvm", "num-cores": 1}
 

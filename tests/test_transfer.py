@@ -4,9 +4,20 @@ import math
 
 import pytest
 
-from conftest import trace_decisions, tune_context
+from conftest import tune_context
 from tlp._tvm import ms, structural_hash, tvm
-from tlp.search.transfer import fit_tiles, fits, replay_on, structure, transferred_schedules
+from tlp.dataset.store import mean_latency
+from tlp.search.search_strategy.transfer import fit_tiles, fits, replay_on, replayed_candidates, structure
+
+
+def transferred_schedules(database, context):
+    """The best record of every other workload in ``database`` replayed on ``context``'s task."""
+    best = {}
+    for record in database.get_all_tuning_records():
+        key, latency = structural_hash(record.workload.mod), mean_latency(record.run_secs)
+        if latency is not None and key != structural_hash(context.mod) and (key not in best or latency < best[key][0]):
+            best[key] = (latency, record)
+    return replayed_candidates([r for _, r in sorted(best.values(), key=lambda pair: pair[0])], context)
 
 
 def test_tiles_refitted_to_a_new_extent_keep_the_inner_factors():
@@ -97,40 +108,9 @@ def _load(names, host_platform):
     return load_tasks(names, host_platform.target)
 
 
-def test_tuning_gives_a_first_round_place_to_the_sibling_tasks_best_schedule(tmp_path, host_platform,
-                                                                               fast_measure):
-    """Two dense operators of one structure, a first round of 2 with 1 transferred place: the second task measures
-    the first task's best program replayed on it (with a random model there is one sibling, so that one)."""
-    from tlp.search.sources import Tunable
-    from tlp.search.tune import TuneConfig, tune
-    from tlp.workloads import load_tasks
-
-    tasks = load_tasks(["dense_64x64x64", "dense_256x256x256"], host_platform.target)
-    work_dir = tmp_path / "transfer"
-    config = TuneConfig(trials=4, trials_per_iter=4, first_round_trials=2, first_round_transferred=1,
-                        cost_model="random", population=16, compile=False, measure=fast_measure)
-    tune(Tunable("dense-pair", tasks), host_platform.target, work_dir, config)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
-    first, second = (database.get_top_k(database.commit_workload(t.mod), 10) for t in tasks)
-    assert len(first) == 2 and len(second) == 2  # all four measured (a replayed program runs like any other)
-    sibling_best = transferred_schedules(_database_of(first, tmp_path), tune_context(tasks[1], host_platform.target))
-    assert len(sibling_best) == 1
-    assert trace_decisions(sibling_best[0].sch.trace) in [trace_decisions(record.trace) for record in second]
-
-
-def _database_of(records, tmp_path):
-    """An in-memory database holding ``records`` only (what the second task's first round saw)."""
-    database = ms.database.MemoryDatabase()
-    for record in records:
-        database.commit_tuning_record(ms.database.TuningRecord(
-            record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
-            record.args_info))
-    return database
-
-
 def test_transferred_places_need_a_first_round(host_platform):
     from tlp import TLPError
-    from tlp.search.tune import TuneConfig, _search_strategy
+    from tlp.tune.run import TuneConfig, _search_strategy
 
     with pytest.raises(TLPError, match="first round smaller than a batch"):
         _search_strategy(TuneConfig(trials_per_iter=8, first_round_transferred=1))

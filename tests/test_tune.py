@@ -11,7 +11,7 @@ import pytest
 from conftest import TLP, tlp_cli
 from tlp import StageError
 from tlp._tvm import ms
-from tlp.search.sources import SourceError, resolve
+from tlp.tune.sources import SourceError, resolve
 
 TVMSCRIPT = '''
 from tvm.script import tirx as T
@@ -114,8 +114,8 @@ def _tune(args):
 
 def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tiny_checkpoint):
     work = tmp_path / "work"
-    common = ["softmax_1x1000", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials-per-iter", "8",
-              "--population", "64"]
+    common = ["softmax_1x1000", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--set", "trials_per_iter=8",
+              "--set", "population=64"]
     first = _tune(common + ["--trials", "8", "--json"])
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
@@ -124,7 +124,7 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert report["compiled"] and report["compiled"][0].endswith(".so")
     assert report["candidates_scored"] >= 8 and report["cost_model_time_s"]["network"] > 0
     # resumed with the headroom task rule: it continues the task's batch history from history.jsonl
-    again = _tune(common + ["--trials", "16", "--task-scheduler", "headroom", "--json"])
+    again = _tune(common + ["--trials", "16", "--set", "task_scheduler=headroom", "--json"])
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["trials"] == 16  # continued: 8 stored + 8 new, not 16 new
     assert json.loads(again.stdout)["config"]["task_scheduler"] == "headroom"
@@ -139,7 +139,7 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
 
 
 def test_history_wall_time_adds_up_over_resumed_runs(tmp_path):
-    from tlp.search.report import history_entries  # pylint: disable=import-outside-toplevel
+    from tlp.tune.report import history_entries  # pylint: disable=import-outside-toplevel
     lines = [{"trials": 8, "wall_s": 13.3, "run": "a"}, {"trials": 16, "wall_s": 13.4, "run": "b"},
              {"trials": 24, "wall_s": 20.0, "run": "b"}]
     path = tmp_path / "history.jsonl"
@@ -152,24 +152,10 @@ def test_history_wall_time_adds_up_over_resumed_runs(tmp_path):
     assert [round(wall, 1) for _, wall in history_entries(path)] == [13.3, 15.3]
 
 
-@pytest.mark.slow
-def test_post_optimization_runs_droplet_with_our_measurement(tmp_path, tiny_checkpoint):
-    work = tmp_path / "work"
-    done = _tune(["dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir", str(work), "--trials", "8",
-                  "--trials-per-iter", "8", "--population", "64", "--post-optimization",
-                  "--post-optimization-trials", "4", "--json"])
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    # Droplet appends its best program to the database: more records than search trials, and all of them built.
-    records = [json.loads(line) for line in (work / "database_tuning_record.json").read_text().splitlines()]
-    assert len(records) > 8 and report["tasks"][0]["best_latency_s"] > 0
-    assert "speedup" in done.stderr  # Droplet's own summary table, kept off stdout
-
-
 def test_tune_a_pytorch_module_end_to_end(tmp_path, tiny_checkpoint):
     source = _write(tmp_path, "tiny.py", TORCH)
     done = _tune([str(source), "--model", str(tiny_checkpoint), "--work-dir", str(tmp_path / "w"), "--trials", "8",
-                  "--trials-per-iter", "8", "--population", "64", "--json"])
+                  "--set", "trials_per_iter=8", "--set", "population=64", "--json"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["end_to_end_s"] > 0 and report["torch_eager_s"] > 0 and report["speedup_vs_torch"] > 0
@@ -179,7 +165,7 @@ def test_tune_a_pytorch_module_end_to_end(tmp_path, tiny_checkpoint):
 def test_ctrl_c_stops_cleanly_and_keeps_the_database(tmp_path, tiny_checkpoint):
     work = tmp_path / "work"
     process = subprocess.Popen(TLP + ["tune", "dense_64x64x64", "--model", str(tiny_checkpoint), "--work-dir",
-                                      str(work), "--trials", "200", "--trials-per-iter", "4", "--population", "64"],
+                                      str(work), "--trials", "200", "--set", "trials_per_iter=4", "--set", "population=64"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     history = work / "history.jsonl"
     deadline = time.time() + 300
@@ -200,7 +186,7 @@ def test_a_stop_raised_inside_a_metaschedule_callback_stays_a_tune_interrupted()
     # it came back as RuntimeError, and tune() had to catch every exception to tell the two apart.
     from tvm.ir.utils import derived_object
 
-    from tlp.search.tune import TuneInterrupted
+    from tlp.tune.run import TuneInterrupted
 
     @derived_object
     class StoppingBuilder(ms.builder.PyBuilder):
@@ -222,23 +208,16 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     (tmp_path / "bad.pt").write_bytes(b"junk")
     bad_model = _tune(["dense_64x64x64", "--model", str(tmp_path / "bad.pt"), "--work-dir", str(tmp_path / "x")])
     assert bad_model.returncode == 2 and "not a TLP checkpoint" in bad_model.stderr
-    no_first_round = _tune(["dense_64x64x64", "--first-round-trials", "0"])
-    assert no_first_round.returncode == 2 and "--first-round-trials must be at least 1" in no_first_round.stderr
-    negative_cap = _tune(["dense_64x64x64", "--max-per-structure", "-1"])
-    assert negative_cap.returncode == 2 and "--max-per-structure must be at least 1" in negative_cap.stderr
-    too_many_new = _tune(["dense_64x64x64", "--new-structures", "9", "--trials-per-iter", "8"])
-    assert too_many_new.returncode == 2 and "--new-structures takes places of a batch" in too_many_new.stderr
-    negative_values = _tune(["dense_64x64x64", "--new-decisions", "-1"])
-    assert negative_values.returncode == 2 and "--new-decisions takes places of a batch" in negative_values.stderr
-    member_place = _tune(["dense_64x64x64", "--first-round-trials", "1", "--first-round-member-picks", "1"])
-    assert member_place.returncode == 2 and "give --first-round-trials above K" in member_place.stderr
-    member_xgb = _tune(["dense_64x64x64", "--first-round-trials", "2", "--first-round-member-picks", "1",
-                        "--cost-model", "xgb"])
-    assert member_xgb.returncode == 2 and "needs --cost-model tlp, not xgb" in member_xgb.stderr
+    no_first_round = _tune(["dense_64x64x64", "--set", "first_round_trials=0"])
+    assert no_first_round.returncode == 2 and "first_round_trials must be at least 1" in no_first_round.stderr
+    negative_cap = _tune(["dense_64x64x64", "--set", "max_per_structure=-1"])
+    assert negative_cap.returncode == 2 and "max_per_structure must be at least 1" in negative_cap.stderr
     # (MetaSchedule's full first batch: the tlp preset's first round of 2 has places to transfer to)
-    transfer_alone = _tune(["dense_64x64x64", "--first-round-transferred", "1", "--preset", "metaschedule"])
-    assert transfer_alone.returncode == 2 and "give --first-round-trials at least K" in transfer_alone.stderr
-    library_alone = _tune(["dense_64x64x64", "--transfer-from", str(tmp_path), "--preset", "metaschedule"])
-    assert library_alone.returncode == 2 and "give --first-round-transferred K" in library_alone.stderr
-    exclude_alone = _tune(["dense_64x64x64", "--transfer-exclude", "held-out", "--transfer-from", "none"])
-    assert exclude_alone.returncode == 2 and "give --transfer-from DATASET" in exclude_alone.stderr
+    transfer_alone = _tune(["dense_64x64x64", "--set", "first_round_transferred=1", "--set", f"transfer_from={tmp_path}",
+                            "--preset", "metaschedule"])
+    assert transfer_alone.returncode == 2 and "set first_round_trials at least 1" in transfer_alone.stderr
+    library_alone = _tune(["dense_64x64x64", "--set", f"transfer_from={tmp_path}", "--preset", "metaschedule"])
+    assert library_alone.returncode == 2 and "set first_round_transferred K" in library_alone.stderr
+    exclude_alone = _tune(["dense_64x64x64", "--set", "transfer_exclude_networks=held-out", "--set",
+                           "transfer_from=none"])
+    assert exclude_alone.returncode == 2 and "set transfer_from" in exclude_alone.stderr

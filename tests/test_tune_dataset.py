@@ -17,7 +17,7 @@ def tuned(tmp_path_factory):
     """A real `tlp tune` of a 64x64x64 dense (two search rounds of 4, XGBoost-guided) feeding a fresh dataset."""
     root = tmp_path_factory.mktemp("tune_dataset")
     work_dir, dataset = root / "run", root / "dataset"
-    command = ["tune", "dense_64x64x64", "--trials", str(TRIALS), "--trials-per-iter", "4", "--population", "64",
+    command = ["tune", "dense_64x64x64", "--trials", str(TRIALS), "--set", "trials_per_iter=4", "--set", "population=64",
                "--cost-model", "xgb", "--work-dir", str(work_dir), "--dataset", str(dataset), "--json"]
     first = tlp_cli(command, check=True)
     return command, work_dir, dataset, json.loads(first.stdout)
@@ -124,9 +124,9 @@ def test_info_counts_network_tasks_with_a_one_program_design_space_apart(tmp_pat
     an elementwise task's design space holds one program, however long anyone searches."""
     source, dataset = tmp_path / "linear_gelu.py", tmp_path / "dataset"
     source.write_text(LINEAR_GELU)
-    tlp_cli(["tune", str(source), "--cost-model", "random", "--trials", "8", "--trials-per-iter", "4",
-             "--population", "64", "--work-dir", str(tmp_path / "run"), "--dataset", str(dataset),
-             "--no-predicted-schedules", "--json"], check=True)
+    tlp_cli(["tune", str(source), "--cost-model", "random", "--trials", "8", "--set", "trials_per_iter=4",
+             "--set", "population=64", "--work-dir", str(tmp_path / "run"), "--dataset", str(dataset),
+             "--set", "predicted_schedules=false", "--json"], check=True)
     info = json.loads(tlp_cli(["dataset", "info", str(dataset), "--json"], check=True).stdout)
     info = info["per_platform"][host_platform.id]
     tunable = info["network_tasks"] - info["one_program_network_tasks"]

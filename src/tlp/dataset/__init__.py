@@ -4,7 +4,7 @@ Public entry: :func:`collect` (and :func:`remeasure`) fill a :class:`Dataset`, :
 run's measurements; :func:`dataset_info` summarizes it.
 """
 
-from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore
+from tlp.dataset.store import DEFAULT_DATASET, Dataset, DatasetError, MeasuredProgram, PlatformStore
 from tlp.dataset.table import DamagedSegment
 
 try:
@@ -18,5 +18,5 @@ except ModuleNotFoundError as error:
     if error.name != "tvm":
         raise
 
-__all__ = ["CollectPlan", "collect", "remeasure", "dataset_info", "MeasureConfig", "RPCSettings", "Dataset",
+__all__ = ["CollectPlan", "collect", "remeasure", "dataset_info", "MeasureConfig", "RPCSettings", "DEFAULT_DATASET", "Dataset",
            "DatasetError", "DamagedSegment", "MeasuredProgram", "PlatformStore", "add_tuning_run"]

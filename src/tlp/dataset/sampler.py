@@ -87,7 +87,7 @@ class CandidateSampler:
         """The ``count`` candidates an evolutionary search guided by ``cost_model`` would measure first, with no
         measured program (an empty database: every initial program is a random draw, then evolved under the model;
         no epsilon-greedy random picks). The defaults are those of ``tlp tune``'s zero-measurement search
-        (``tlp.search.predicted.PredictionConfig``)."""
+        (``tlp.search.database.predicted.PredictionConfig``)."""
         context = self._context(
             ms.search_strategy.EvolutionarySearch(population_size=population, init_min_unmeasured=population,
                                                   genetic_num_iters=genetic_iters, eps_greedy=0.0),

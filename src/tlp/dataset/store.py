@@ -374,6 +374,9 @@ def _preferred(candidate: MeasuredProgram, current: MeasuredProgram) -> bool:
     return load_new <= load_old + 0.05
 
 
+# The dataset a checkout ships (its schedule library, `tlp train`/`eval`/`adapt`'s default), relative to the checkout.
+DEFAULT_DATASET = "datasets/tlp-cpu"
+
 class Dataset:
     """A dataset folder: a task catalogue and one :class:`PlatformStore` per platform."""
 

@@ -341,7 +341,7 @@ def load_platforms(dataset: Dataset, platform_ids: list[str], min_programs: int 
         if len(programs.traces) < min_programs:
             raise DatasetError(f"{dataset.path}/{programs.platform_id}: {len(programs.traces)} valid programs of "
                                f"tasks with two or more; a head needs at least {min_programs} (measure more with "
-                               "tlp collect --remeasure-from PLATFORM --fraction F)")
+                               "tlp collect --remeasure-from PLATFORM --set fraction=F)")
     data = MultiPlatformPrograms.join(per_platform)
     if len(platform_ids) > 1:
         measured = ~np.isnan(data.latencies)

@@ -94,7 +94,7 @@ def tasks_from_relax(mod: "tvm.IRModule", target: dict[str, Any], network: str) 
     Fused functions with the same anchor block (MetaSchedule's ``module_equality="anchor-block"``: the same
     convolution with and without a residual add, say) are one task: the search gives the shared kernel the trials
     of all of them, and the compiled network runs each with the tuned function's best schedule
-    (:mod:`tlp.search.shared_schedules`). Folding batch norms into the convolutions split
+    (:mod:`tlp.search.database.shared_schedules`). Folding batch norms into the convolutions split
     ResNet-18's every stage into two such tasks, and a search tuned one half well and the other badly.
     """
     from tvm import relax  # pylint: disable=import-outside-toplevel

@@ -8,7 +8,7 @@ can fix it: only the graph can. ``relax.transform.FastMathTransform`` covers ``e
 the exact ``erf``/``tanh`` inside, so this pass covers those too.
 
 The approximations are TOPI's (rational/polynomial, ~1e-7 relative error in float32). Whether a network's outputs
-still match PyTorch is checked where the network is imported (:func:`tlp.search.sources.from_torch`): a rewrite
+still match PyTorch is checked where the network is imported (:func:`tlp.tune.sources.from_torch`): a rewrite
 that breaks accuracy is refused there, with the measured error.
 
 Batch norm folding. PyTorch's ``BatchNorm2d`` imports as ``relax.nn.batch_norm``, which ``FuseOps`` cannot fuse

@@ -18,7 +18,7 @@ class Task:
     network it counts the ``variants`` too.
     ``variants``: ``(name, weight)`` of the network's other fused functions with the same anchor block (the same
     convolution or matmul, another elementwise epilogue, e.g. with and without a residual add). They are not tuned
-    apart: the compiled network runs them with this task's schedule (:mod:`tlp.search.shared_schedules`).
+    apart: the compiled network runs them with this task's schedule (:mod:`tlp.search.database.shared_schedules`).
     """
 
     name: str

@@ -1,4 +1,4 @@
-"""Schedules transferred between tasks: another task's best measured trace, replayed on this task's workload.
+"""Schedules transferred between workloads: a stored program's trace, replayed on a new task's workload.
 
 A network's tasks repeat one structure at many shapes (ResNet-50: 3x3 and 1x1 convolutions with bias and ReLU at
 four stages). A schedule that measured well on one of them — its tiling structure, unroll, vectorisation, compute
@@ -6,19 +6,17 @@ locations — is a strong guess for the next one, once its tile sizes fit the ne
 Gibson and Cano, 2022). MetaSchedule's search never looks across tasks: each task's evolutionary search starts
 from random programs and its own measured ones only.
 
-:func:`transferred_schedules` replays the best measured trace of every other workload in a tuning database on a
-task. A trace names blocks by their names and samples tile sizes for loops of its own extents, so the replay
+:func:`replayed_candidates` replays stored traces of other workloads (a schedule library's) on a task. A trace names blocks by their names and samples tile sizes for loops of its own extents, so the replay
 (``Trace.apply_to_schedule`` with a decision provider) keeps every decision but ``SamplePerfectTile``, whose tile
 sizes are mapped to the factorisation of the new extent nearest in log scale (inner tiles weigh most: they decide
 register blocking and vectorisation). Only traces of the task's own structure are replayed: the blocks they name
 must be among those a design space of the task names (a stored trace names fewer: MetaSchedule drops the lookups of
 blocks it never touched), and they must tile a loop nest exactly when that design space does. Without that check a
 trace that touches only the root block (a reshape's: parallel, vectorise, unroll annotations) replays on any
-workload and leaves a convolution unscheduled — and the first version, which relied on failed replays alone,
-measured exactly that (benchmarks/README.md). The task's post-processors then run on each replayed schedule as on
+workload and leaves a convolution unscheduled (a version relying on failed replays alone did exactly that). The task's post-processors then run on each replayed schedule as on
 any candidate.
 
-Which transferred schedule to measure is the cost model's call (:class:`tlp.search.first_round.FirstRoundSearch`):
+Which transferred schedule to measure is the cost model's call (:class:`tlp.search.search_strategy.first_round.FirstRoundSearch`):
 a trained model ranks them on a task it has no measurement of, which a model learning from scratch cannot.
 """
 
@@ -29,7 +27,6 @@ import math
 from typing import Any, Iterable
 
 from tlp._tvm import ms, structural_hash, tvm
-from tlp.dataset.store import mean_latency
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,28 +89,6 @@ def structure(trace: Any) -> tuple[frozenset[str], bool]:
 def fits(source: tuple[frozenset[str], bool], spaces: list[tuple[frozenset[str], bool]]) -> bool:
     """Whether a trace of ``source``'s structure can schedule a task with these design-space structures."""
     return any(source[0] <= names and source[1] == tiles for names, tiles in spaces)
-
-
-def best_records_of_other_workloads(database: Any, mod: Any) -> list[Any]:
-    """The fastest valid record of each workload in ``database`` other than ``mod``'s, fastest first."""
-    own = structural_hash(mod)
-    best: dict[int, tuple[float, Any]] = {}
-    for record in database.get_all_tuning_records():
-        latency = mean_latency(record.run_secs)
-        if latency is None:
-            continue
-        key = structural_hash(record.workload.mod)
-        if key != own and (key not in best or latency < best[key][0]):
-            best[key] = (latency, record)
-    return [record for _, record in sorted(best.values(), key=lambda pair: pair[0])]
-
-
-def transferred_schedules(database: Any, context: Any, exclude: set[int] = frozenset(),
-                          design_spaces: list[Any] | None = None) -> list[Any]:
-    """Measure candidates for ``context``'s task: the best record of every other workload in ``database`` replayed
-    on it (:func:`replayed_candidates`)."""
-    return replayed_candidates(best_records_of_other_workloads(database, context.mod), context, exclude,
-                               design_spaces)
 
 
 def replayed_candidates(records: Iterable[Any], context: Any, exclude: set[int] = frozenset(),

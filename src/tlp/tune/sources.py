@@ -51,7 +51,7 @@ class Tunable:
     output_names: list[str] = field(default_factory=list)  # names of the network's outputs, in order
     notes: list[str] = field(default_factory=list)  # what the import changed (dropped outputs, rewritten ops)
     # Tasks of the program set aside by ``top_tasks``: not searched, but still scheduled (predicted schedules,
-    # tlp.search.predicted) and compiled with the rest.
+    # tlp.search.database.predicted) and compiled with the rest.
     untuned: list[Task] = field(default_factory=list)
     # The network already compiled and ran with TVM's default schedules during import (the fast-math check): the
     # compile check before tuning would only repeat it. Binding the weights and folding batch norms afterwards only
@@ -89,7 +89,7 @@ def resolve(spec: str, target: dict[str, Any], fast_math: bool = True) -> Tunabl
     """Turn a zoo name, a ``.py`` file or an ``.onnx`` file into a :class:`Tunable`.
 
     ``fast_math``: networks get fast erf/GELU/exp/tanh when their outputs stay within tolerance
-    (:mod:`tlp.search.fast_math`).
+    (:mod:`tlp.tune.fast_math`).
     """
     path_part = spec.split(":", 1)[0]
     if path_part.endswith(".onnx"):
@@ -186,7 +186,7 @@ def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: 
     """A PyTorch module and its example inputs as a network to tune (export, import, tasks; see ``import_torch``)."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
-    from tlp.search.numerics import torch_outputs  # pylint: disable=import-outside-toplevel
+    from tlp.tune.numerics import torch_outputs  # pylint: disable=import-outside-toplevel
 
     imported = import_torch(module, example_inputs, name)
     mod, params = relax.frontend.detach_params(imported.mod)
@@ -212,7 +212,7 @@ def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: 
 def _fast_math(mod: Any, params: list[Any], inputs: list[Any], target: dict[str, Any],
                reference: list[Any] | None) -> tuple[Any, str | None, bool]:
     """The module to tune, the report's note, and whether that module already compiled with default schedules."""
-    from tlp.search.fast_math import choose_fast_math  # pylint: disable=import-outside-toplevel
+    from tlp.tune.fast_math import choose_fast_math  # pylint: disable=import-outside-toplevel
 
     mod, decision = choose_fast_math(mod, params, inputs, target, reference)
     return mod, decision.note(), decision.compiled

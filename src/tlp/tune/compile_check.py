@@ -12,8 +12,8 @@ from typing import Any
 
 from tlp import StageError, one_line
 from tlp._tvm import ms, tvm
-from tlp.search.shared_schedules import compile_database
-from tlp.search.sources import Tunable
+from tlp.search.database.shared_schedules import compile_database
+from tlp.tune.sources import Tunable
 
 COMPILE_HINT = ("see docs/upstream_bugs.md for known TVM code-generator bugs; rewrite the op in the model "
                 "(or report it with `tlp --debug tune ...`'s output)")
@@ -22,7 +22,7 @@ COMPILE_HINT = ("see docs/upstream_bugs.md for known TVM code-generator bugs; re
 def compile_network(tunable: Tunable, target: Any, database: Any) -> Any:
     """The network compiled into a Relax VM executable, with the schedules in ``database``: a function without a
     record of its own takes the one of the function it shares an anchor block with (its task's,
-    :mod:`tlp.search.shared_schedules`); TVM's defaults for the rest."""
+    :mod:`tlp.search.database.shared_schedules`); TVM's defaults for the rest."""
     return ms.relax_integration.compile_relax(compile_database(database), tunable.relax_mod, target, params=None)
 
 

@@ -26,7 +26,7 @@ from tlp import TLPError, one_line
 from tlp._tvm import ms, structural_hash, tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
-from tlp.search.shared_schedules import SharedScheduleDatabase
+from tlp.search.database.shared_schedules import SharedScheduleDatabase
 from tlp.workloads.task import Task
 
 PREDICTED_DIR = "predicted"  # under a tuning work dir
@@ -226,7 +226,7 @@ class PredictedDatabase(ms.database.PyDatabase):
 
 def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) -> SharedScheduleDatabase:
     """One database for compiling: a task's measured record when it has a valid one, else its predicted one (and
-    a task's variants get the task's, :mod:`tlp.search.shared_schedules`)."""
+    a task's variants get the task's, :mod:`tlp.search.database.shared_schedules`)."""
     return SharedScheduleDatabase(measured, predicted if predicted is not None and len(predicted) else None)
 
 

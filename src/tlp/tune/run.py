@@ -1,7 +1,7 @@
 """``tlp tune``: MetaSchedule's search guided by a chosen cost model, with resumable databases and a report.
 
 The search itself is MetaSchedule's (``tune_tasks``: gradient task scheduler, evolutionary search); TLP changes
-the cost model, when a measured batch is recorded (at once, :mod:`tlp.search.scheduler`) and the measurement
+the cost model, when a measured batch is recorded (at once, :mod:`tlp.search.task_scheduler.scheduler`) and the measurement
 set-up (our builder, which does not import every backend's intrinsics in each worker, and index-safe argument
 filling; see :mod:`tlp._tvm`). The work directory holds MetaSchedule's own
 ``JSONDatabase`` files, so the result is reusable by any MetaSchedule tool, and ``history.jsonl``, one line per
@@ -9,7 +9,7 @@ measured batch, from which the best-latency-vs-trials curve is drawn. Re-running
 already in the database count against the budget.
 
 After the search, every task without a valid measured program (tasks ``--top-tasks`` set aside, tasks a small
-budget never reached) gets the TLP model's zero-measurement schedule (:mod:`tlp.search.predicted`, stored apart in
+budget never reached) gets the TLP model's zero-measurement schedule (:mod:`tlp.search.database.predicted`, stored apart in
 ``WORK/predicted``), and the network is compiled with measured records first, predicted ones for the rest.
 """
 
@@ -28,25 +28,24 @@ from tqdm import tqdm
 import tvm_ffi
 
 from tlp import TLPError
-from tlp._tvm import alloc_arguments_local, ms, tvm, unnamed_log_handlers_set_aside
+from tlp._tvm import ms, tvm, unnamed_log_handlers_set_aside
 from tvm.ir.utils import derived_object
 from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
 from tlp.platform import Platform, parse_target
-from tlp.search.compile_check import check_compiles
-from tlp.search.diverse import StructureDiverseSearch
-from tlp.search.first_round import FirstRoundSearch
-from tlp.search.scheduler import HeadroomScheduler, RecordingGradientScheduler, batch_histories, records_by_task
-from tlp.search.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
+from tlp.tune.compile_check import check_compiles
+from tlp.search.search_strategy.diverse import StructureDiverseSearch
+from tlp.search.search_strategy.first_round import FirstRoundSearch
+from tlp.search.task_scheduler.scheduler import HeadroomScheduler, RecordingGradientScheduler, batch_histories, records_by_task
+from tlp.search.database.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
-from tlp.search.sources import Tunable
+from tlp.search.presets import COST_MODELS, FROM_PRESET
+from tlp.search.presets import resolve as resolve_settings
+from tlp.tune.sources import Tunable
+from tlp.tune.sources import resolve as resolve_source
+from tlp.workloads import held_out_networks
 from tlp.workloads.task import Task
-
-COST_MODELS = ("tlp", "tlp+xgb", "xgb", "mlp", "random")
-TASK_SCHEDULERS = ("gradient", "headroom", "headroom-margin")
-HEADROOM_PEAK_MARGIN = 0.15  # "headroom-margin": the roofline 15 % above the best throughput reached
-
 
 class TuneInterrupted(TLPError):
     """Ctrl-C during tuning: the database keeps everything measured so far."""
@@ -59,52 +58,35 @@ tvm_ffi.error.register_error("TuneInterrupted", TuneInterrupted)
 
 @dataclass
 class TuneConfig:
+    """A tuning run's settings. Those left at ``FROM_PRESET`` come from the preset (:mod:`tlp.search.presets`),
+    which :func:`tune` resolves the way ``tlp tune`` does; ``tlp tune --set KEY=VALUE`` sets any field by name."""
+
     trials: int = 200  # measured candidates in all, over all tasks (MetaSchedule's max_trials_global)
-    trials_per_task: int | None = None
-    trials_per_iter: int = 32
-    # Candidates per task in the first round (None: a full batch); see tlp.search.first_round.
-    first_round_trials: int | None = None
-    # Of those, how many are other tasks' best schedules replayed on the task (tlp.search.transfer), the cost model's
-    # best-scored ones; needs a first round smaller than a batch.
-    first_round_transferred: int = 0
-    # Where those transferred schedules come from: None, the other tasks of this run; a dataset path, the dataset's
-    # fastest programs (this platform's) of each task's nearest stored workloads (tlp.search.library), leaving out
-    # the workloads of ``transfer_exclude_networks`` (a benchmark on held-out networks).
-    transfer_from: str | None = None
-    transfer_exclude_networks: tuple[str, ...] = ()
-    # Of the first round's places after the model's best, how many go to its networks' own first choices (an
-    # ensemble's members, a cascade's; tlp.search.first_round); needs the TLP cost model and a first round of 2+.
-    first_round_member_picks: int = 0
-    # Which task gets the next batch: MetaSchedule's gradient rule, or each task's distance from the best throughput
-    # the run has reached (tlp.search.scheduler.HeadroomScheduler; "headroom-margin": from 15 % above it).
-    task_scheduler: str = "gradient"
-    # At most this many candidates of one structure (unroll, compute locations) per batch, the model's best of a
-    # larger pool (tlp.search.diverse); 0: MetaSchedule's batches, the model's top candidates whatever they are.
-    max_per_structure: int = 0
-    # At most this many of one structure in a task's first batch (tlp.search.diverse); 0: as max_per_structure.
-    first_round_per_structure: int = 0
-    # Places of every batch for the model's best random draws of structures the task has not measured
-    # (tlp.search.diverse); 0: none.
-    new_structures: int = 0
-    # Places of every batch for the model's best candidates carrying a decision value (an unroll depth, a compute
-    # location of one block) the task has not measured (tlp.search.diverse); 0: none. They end once all are measured.
-    new_decisions: int = 0
-    cost_model: str = "tlp"
+    cost_model: str = "tlp"  # tlp, xgb, mlp or random
     model_path: str | None = None  # TLP checkpoint (default: the shipped model)
-    online_steps: int = 0  # TLP fine-tuning steps per measured batch (0 = off)
-    online_lr: float = 1e-4  # their learning rate
-    online_min_task_measurements: int = 0  # learn only from batches of tasks measured at least this often
-    online_backbones: int | None = None  # networks learning whole online (the rest: their head); None: all
-    post_optimization: bool = False  # Droplet coordinate descent after the search
-    post_optimization_trials: int = 100
+    preset: str | None = None  # tlp or metaschedule (None: tlp with the TLP cost model, metaschedule otherwise)
+    top_tasks: int | None = None  # search only the N heaviest tasks; the rest get zero-measurement schedules
     seed: int = 1
-    population: int = 2048  # evolutionary search population (MetaSchedule's default)
-    compile: bool = True  # compile the result (and time networks end to end) for the report
     dataset: str | None = None  # append every measured candidate to this dataset (tlp.dataset.tuning)
-    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    trials_per_task: int | None = None
+    trials_per_iter: int = FROM_PRESET  # candidates measured per batch
+    first_round_trials: int | None = FROM_PRESET  # candidates per task in its first batch (None: a full batch)
+    # Of those, how many are schedule-library programs (transfer_from's stored programs of the nearest workloads).
+    first_round_transferred: int = FROM_PRESET
+    transfer_from: str | None = FROM_PRESET  # the schedule library's dataset (the tlp preset: the shipped one)
+    transfer_exclude_networks: tuple[str, ...] = ()  # networks left out of the library (held-out benchmarks)
+    task_scheduler: str = FROM_PRESET  # gradient (MetaSchedule's) or headroom (tlp.search.task_scheduler)
+    max_per_structure: int = FROM_PRESET  # per batch, at most this many of one structure (0: no cap)
+    population: int = FROM_PRESET  # evolutionary search population
+    online_steps: int = FROM_PRESET  # TLP fine-tuning steps per measured batch (0 = off)
+    online_lr: float = FROM_PRESET
+    online_min_task_measurements: int = FROM_PRESET  # learn only from tasks measured at least this often
+    compile: bool = True  # compile the result (and time networks end to end) for the report
+    fast_math: bool = True  # fast erf/exp/tanh/softmax in networks, kept only when the outputs still match
     # Tasks left without a valid measured program get the TLP model's zero-measurement schedule (False: TVM's
-    # default schedule, as before).
+    # default schedule).
     predicted_schedules: bool = True
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
 
 
@@ -117,7 +99,7 @@ class TaskResult:
     best_latency_s: float | None
     tuned: bool = True  # False: set aside by --top-tasks (never searched)
     schedule: str = "measured"  # what the compiled program uses: measured, predicted (not measured) or default
-    variants: tuple[str, ...] = ()  # functions compiled with this task's schedule (tlp.search.shared_schedules)
+    variants: tuple[str, ...] = ()  # functions compiled with this task's schedule (tlp.search.database.shared_schedules)
 
     @property
     def gflops(self) -> float | None:
@@ -129,8 +111,7 @@ def _tlp_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
 
     online = OnlineTuning(steps=config.online_steps, lr=config.online_lr,
-                          min_task_measurements=config.online_min_task_measurements,
-                          backbones=config.online_backbones)
+                          min_task_measurements=config.online_min_task_measurements)
     return TLPCostModel(config.model_path, online, target=target)
 
 
@@ -138,10 +119,6 @@ def make_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     """The cost model named in ``config``; MetaSchedule's own ones are made as ``tune_tir`` makes them."""
     if config.cost_model == "tlp":
         return _tlp_cost_model(config, target)
-    if config.cost_model == "tlp+xgb":
-        from tlp.search.blended import BlendedCostModel  # pylint: disable=import-outside-toplevel
-
-        return BlendedCostModel(_tlp_cost_model(config, target))
     if config.cost_model == "xgb":
         return ms.cost_model.XGBModel(num_tuning_cores=int(target.get("num-cores", 1)), tree_method="auto")
     if config.cost_model == "mlp":
@@ -214,53 +191,37 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
 
 
 # ---- tuning ------------------------------------------------------------------------------------------------
-def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None,
-              cost_model: Any = None) -> list[Any]:
+def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None) -> list[Any]:
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
     with unnamed_log_handlers_set_aside():
         loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
-                           search_strategy=_search_strategy(config, library, cost_model),
+                           search_strategy=_search_strategy(config, library),
                            task_name=task.name, logger=logger, rand_state=config.seed + i, num_threads=cores)
             for i, (task, logger) in enumerate(zip(tunable.tasks, loggers))]
 
 
 def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
-    """The dataset's schedule library for ``--transfer-from`` (None without one)."""
+    """The dataset's schedule library for ``transfer_from`` (None without one)."""
     if not config.transfer_from:
         return None
-    if not config.first_round_transferred:
-        raise TLPError("a schedule library fills first-round places: set first_round_transferred (tlp tune "
-                       "--first-round-transferred K) with transfer_from")
-    from tlp.search.library import ScheduleLibrary  # pylint: disable=import-outside-toplevel
+    from tlp.search.search_strategy.library import ScheduleLibrary  # pylint: disable=import-outside-toplevel
 
     platform = Platform.host(parse_target(target_json))
-    return ScheduleLibrary.from_dataset(Dataset(config.transfer_from), platform.id,
-                                        exclude_networks=config.transfer_exclude_networks)
+    # "held-out" stands for the standard test networks (a benchmark on them leaves their own programs out)
+    exclude = tuple(name for given in config.transfer_exclude_networks
+                    for name in (held_out_networks() if given == "held-out" else [given]))
+    return ScheduleLibrary.from_dataset(Dataset(config.transfer_from), platform.id, exclude_networks=exclude)
 
 
-def _search_strategy(config: TuneConfig, library: Any = None, cost_model: Any = None) -> Any:
-    if config.max_per_structure or config.new_structures or config.new_decisions or config.first_round_per_structure:
-        # No cap given: one structure may fill a batch, as without spreading.
-        evolution = StructureDiverseSearch(config.population, config.max_per_structure or config.trials_per_iter,
-                                           new_structures=config.new_structures, new_decisions=config.new_decisions,
-                                           first_batch_per_structure=config.first_round_per_structure)
+def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
+    if config.max_per_structure:
+        evolution = StructureDiverseSearch(config.population, config.max_per_structure)
     else:
         evolution = ms.search_strategy.EvolutionarySearch(population_size=config.population)
     first = config.first_round_trials
-    member_picks = config.first_round_member_picks
-    if member_picks and not hasattr(cost_model, "first_choices"):
-        raise TLPError("first-round member picks are the TLP model's networks' own first choices: they need the "
-                       f"tlp cost model, not {config.cost_model}")
     if first is not None and first < config.trials_per_iter:
-        if member_picks >= first:
-            raise TLPError(f"first-round member picks take places after the model's best: at most "
-                           f"first_round_trials - 1 ({first - 1}), not {member_picks}")
-        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution, library,
-                                member_picks, cost_model)
-    if config.first_round_transferred or member_picks:
-        raise TLPError("transferred schedules and member picks take places of a first round smaller than a batch: "
-                       "set first_round_trials below trials_per_iter")
+        return FirstRoundSearch(config.population, first, config.first_round_transferred, evolution, library)
     return evolution
 
 
@@ -271,8 +232,7 @@ def _task_scheduler(config: TuneConfig, tunable: Tunable, done_per_task: list[in
                     history_ms_before=batch_histories(work_dir / "history.jsonl", len(tunable.tasks)))
     if config.task_scheduler == "gradient":
         return RecordingGradientScheduler(**settings)
-    margin = HEADROOM_PEAK_MARGIN if config.task_scheduler == "headroom-margin" else 0.0
-    return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], peak_margin=margin, **settings)
+    return HeadroomScheduler(flops=[task.flops for task in tunable.tasks], **settings)
 
 
 def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], list[float | None]]:
@@ -286,14 +246,21 @@ def _measured_per_task(database: Any, tasks: list[Task]) -> tuple[list[int], lis
     return counts, best
 
 
-def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, config: TuneConfig) -> dict[str, Any]:
-    """Tune every task of ``tunable`` into ``work_dir`` and return the report (also written as ``report.json``)."""
-    work_dir = Path(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
+def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Path | None = None,
+         config: TuneConfig | None = None) -> dict[str, Any]:
+    """Tune ``source`` (a :class:`Tunable`, or what ``tlp tune`` takes: a zoo name, FILE.py, FILE.onnx) into
+    ``work_dir`` (default ``runs/tune/SOURCE-COSTMODEL``) and return the report (also written as ``report.json``).
+    Settings resolve as ``tlp tune``'s do: the preset, then ``config``'s own (:func:`tlp.search.presets.resolve`)."""
+    config = resolve_settings(config or TuneConfig(), target_json)  # before anything is imported, built or measured
+    tunable = source if isinstance(source, Tunable) else resolve_source(source, target_json, fast_math=config.fast_math)
+    if config.top_tasks:
+        tunable = tunable.top_tasks(config.top_tasks)
+    work_dir = Path(work_dir or Path("runs") / "tune" / f"{Path(tunable.name).name}-{config.cost_model}")
+    if work_dir.exists() and not work_dir.is_dir():
+        raise TLPError(f"{work_dir}: not a folder; give another work dir")
     if not tunable.tasks:
         raise TLPError(f"{tunable.name}: no tunable tasks (nothing to schedule)")
-    if config.task_scheduler not in TASK_SCHEDULERS:  # before anything is built or measured
-        raise TLPError(f"unknown task scheduler {config.task_scheduler!r}; choose among {', '.join(TASK_SCHEDULERS)}")
+    work_dir.mkdir(parents=True, exist_ok=True)
     target = tvm.target.Target(target_json)
     _check_database_target(work_dir, target_json)
     database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
@@ -324,7 +291,7 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
             1, config.trials_per_task - min(done_per_task))
         try:
             with _stop_on_ctrl_c(stop):
-                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config, library, cost_model),
+                ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config, library),
                                    task_weights=weights,
                                    work_dir=str(work_dir), max_trials_global=remaining, max_trials_per_task=per_task,
                                    num_trials_per_iter=config.trials_per_iter, builder=measurer.builder,
@@ -336,9 +303,6 @@ def tune(tunable: Tunable, target_json: dict[str, Any], work_dir: str | Path, co
         finally:
             progress.bar.close()
             measurer.close()
-    if config.post_optimization and not interrupted:
-        _post_optimize(work_dir, target, config.post_optimization_trials)
-        database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     added = None
     if config.dataset:  # also after an interruption, and before compiling (minutes): what was measured is kept
         platform = Platform.host(parse_target(target_json))
@@ -387,7 +351,7 @@ def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
     tasks = tunable.all_tasks  # ``best``: the best measured latency of each (None: no valid record)
     if all(latency is not None for latency in best):
         return PredictedDatabase(work_dir / PREDICTED_DIR), []
-    model_path = config.model_path if config.cost_model in ("tlp", "tlp+xgb") else None
+    model_path = config.model_path if config.cost_model == "tlp" else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a platform-mismatch warning was already shown for the search
         cost_model = TLPCostModel(model_path, target=target_json)
@@ -412,40 +376,6 @@ def _check_database_target(work_dir: Path, target_json: dict[str, Any]) -> None:
         stamp.write_text(json.dumps(target_json))
 
 
-@contextlib.contextmanager
-def _droplet_measurement() -> Iterator[None]:
-    """Droplet (MetaSchedule's post-optimization) creates a stock ``LocalBuilder``/``LocalRunner`` inside.
-
-    The stock builder's workers import every backend's tensor intrinsics (~34 s on 2 cores: every build times
-    out) and the stock runner fills index tensors with random bits (gathers crash), so for its duration those two
-    names resolve to the same set-up the search used.
-    """
-    from tvm.s_tir.meta_schedule.post_optimization import space  # pylint: disable=import-outside-toplevel
-
-    original_builder, original_runner = space.ms.builder.LocalBuilder, space.ms.runner.LocalRunner
-
-    def builder(timeout_sec: float = 30.0, **_: Any) -> Any:
-        from tlp.dataset.measure import PersistentBuilder  # pylint: disable=import-outside-toplevel
-
-        return PersistentBuilder(max_workers=2, timeout_sec=max(timeout_sec, 30.0))
-
-    def runner(**kwargs: Any) -> Any:
-        return original_runner(f_alloc_argument=alloc_arguments_local, **kwargs)
-
-    space.ms.builder.LocalBuilder, space.ms.runner.LocalRunner = builder, runner
-    try:
-        yield
-    finally:
-        space.ms.builder.LocalBuilder, space.ms.runner.LocalRunner = original_builder, original_runner
-
-
-def _post_optimize(work_dir: Path, target: Any, trials: int) -> None:
-    from tvm.s_tir.meta_schedule.post_optimization.post_opt import PostOpt  # pylint: disable=import-outside-toplevel
-
-    with _droplet_measurement():
-        PostOpt(str(work_dir), target, trials=trials).run()
-
-
 # ---- report ------------------------------------------------------------------------------------------------
 def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any, config: TuneConfig,
                  wall_s: float, predicted: PredictedDatabase | None = None,
@@ -456,7 +386,7 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
     ``database`` for ``tunable.all_tasks`` when the caller already has it. ``compile_result=False`` (an
     interrupted run, which the re-run completes) skips compiling: minutes on a large network, for a result
     nobody asked for yet."""
-    from tlp.search.report import (  # pylint: disable=import-outside-toplevel
+    from tlp.tune.report import (  # pylint: disable=import-outside-toplevel
         compile_and_time, history_entries, plot_curve)
 
     all_counts, all_best = measured or _measured_per_task(database, tunable.all_tasks)
@@ -467,7 +397,7 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
     tasks = every[:len(tunable.tasks)]  # tuned first: their indices stay the search's task ids (history.jsonl)
     report: dict[str, Any] = {
         "source": tunable.name, "target": target_json, "work_dir": str(work_dir),
-        "config": {k: v for k, v in asdict(config).items() if k != "measure"},
+        "preset": config.preset, "config": {k: v for k, v in asdict(config).items() if k != "measure"},
         "trials": sum(all_counts), "wall_s": round(wall_s, 1),
         "tasks": [{**asdict(t), "gflops": t.gflops} for t in every],
     }
@@ -479,7 +409,7 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
     if all(t.best_latency_s for t in tasks):
         report["tasks_latency_s"] = sum(t.weight * t.best_latency_s for t in tasks)
     if tunable.is_network:
-        from tlp.search.task_profile import dominant_tasks  # pylint: disable=import-outside-toplevel
+        from tlp.search.task_scheduler.task_profile import dominant_tasks  # pylint: disable=import-outside-toplevel
 
         report["dominant_tasks"] = dominant_tasks(tunable.tasks, best, target_json)
     if config.compile and compile_result:

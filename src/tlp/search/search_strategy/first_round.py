@@ -13,25 +13,11 @@ for the rest of the task's budget. The restarted search does not know what was m
 keeps that only in memory, and seeds its population from the database's best), so candidates measured before are
 filtered out here rather than measured twice.
 
-With ``transferred`` > 0, that many of the first batch's places go to schedules of *other* tasks: the best
-measured program of every other workload in the tuning database, replayed on this task with its tile sizes refitted
-(:mod:`tlp.search.transfer`), the cost model's best-scored ones. On a network whose tasks repeat one structure at
-many shapes, a schedule that measured well on a sibling task is a better first guess than what a model ranks best
-among random programs; which sibling's schedule fits is the model's call. With a ``library``
-(:class:`tlp.search.library.ScheduleLibrary`) the transferred schedules come from a dataset instead: the fastest
-stored programs of the task's nearest workloads, replayed on it.
-
-With ``member_picks`` > 0 (a ``chooser``: :class:`tlp.search.cost_model.TLPCostModel` of an ensemble or a cascade),
-the first batch is chosen from a pool of :data:`MEMBER_POOL` candidates the inner search offers: the model's best,
-then that many of its networks' own first choices (:meth:`~tlp.search.cost_model.TLPCostModel.first_choices`: each
-ensemble member's favourite among the programs the cascade re-ranks), the ones the whole model ranks highest, then
-the model's next best. Why: two picks per task decide a network's latency for the first ~100 trials, and the
-model's second-best is mostly its best's near twin; where the members disagree the mean is unsure, and a member's
-own favourite hedges it. Scored on the stored held-out programs (``benchmarks/first_round_picks.py``) that rule was
-at or above the model's top 2 in 7 of 8 network x platform cells (+0.00 to +0.04 TenSet top-k). In searches on a
-Rocket Lake (200 trials, re-timed) it took BERT-tiny to XGBoost's 1,000-trial final in 206 / 79 trials where the
-model's top 2 took 836 / 127, but traded seeds on ResNet-50 and lost on MobileNetV2, so it is off by default
-(benchmarks/README.md, "The first round's picks in real searches").
+With a ``library`` (:class:`tlp.search.search_strategy.library.ScheduleLibrary`) and ``transferred`` > 0, that
+many of the first batch's places go to a dataset's fastest stored programs of the task's nearest workloads,
+replayed on this task with their tile sizes refitted (:mod:`tlp.search.search_strategy.transfer`), the cost model's
+best-scored ones: a schedule measured well on a similar workload is a better first guess than what a model ranks
+best among random programs.
 """
 
 from __future__ import annotations
@@ -41,10 +27,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
-from tlp.search.transfer import replayed_candidates, transferred_schedules
-
-# Candidates the first round chooses member picks among: a cascade's re-ranked share (its ``least``) in one call.
-MEMBER_POOL = 32
+from tlp.search.search_strategy.transfer import replayed_candidates
 
 
 def measured_before(database: Any, mod: Any) -> bool:
@@ -54,30 +37,23 @@ def measured_before(database: Any, mod: Any) -> bool:
 
 @derived_object
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
-    """``inner`` (default ``EvolutionarySearch(population_size)``; also :class:`tlp.search.diverse.
+    """``inner`` (default ``EvolutionarySearch(population_size)``; also :class:`tlp.search.search_strategy.diverse.
     StructureDiverseSearch`) whose first batch for the task holds ``first_batch`` candidates, up to ``transferred``
-    of them other tasks' best schedules replayed on this one (those of ``library``'s workloads nearest this task's,
-    when given), up to ``member_picks`` of them the model's networks' own first choices (``chooser``'s
-    ``first_choices``)."""
+    of them ``library``'s stored schedules of the workloads nearest this task's, replayed on it."""
 
     def __init__(self, population_size: int, first_batch: int, transferred: int = 0, inner: Any = None,
-                 library: Any = None, member_picks: int = 0, chooser: Any = None) -> None:
+                 library: Any = None) -> None:
         super().__init__()
         if first_batch < 1:
             raise ValueError(f"first_batch must be at least 1, not {first_batch}")
         if not 0 <= transferred <= first_batch:
             raise ValueError(f"transferred must be between 0 and first_batch ({first_batch}), not {transferred}")
-        if not 0 <= member_picks < first_batch:
-            raise ValueError(f"member_picks must be between 0 and first_batch - 1 ({first_batch - 1}: the first "
-                             f"place is the model's best), not {member_picks}")
-        if member_picks and not hasattr(chooser, "first_choices"):
-            raise ValueError("member picks need the TLP cost model (its networks' own first choices) as chooser")
+        if transferred and library is None:
+            raise ValueError("transferred places replay a schedule library's programs: give the library")
         self.population_size = population_size
         self.first_batch = first_batch
         self.transferred = transferred
         self.library = library
-        self.member_picks = member_picks
-        self.chooser = chooser
         self.context: Any = None
         self.first_size = first_batch  # the first batch's size for this task's budget
         self.inner = (inner if inner is not None
@@ -103,8 +79,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.in_first_round = not measured_before(database, self.mod)
         if self.in_first_round:
             first = self.first_size = min(self.first_batch, num_trials_per_iter, max_trials)
-            offered = max(first, MEMBER_POOL) if self.member_picks else first  # the pool picks are chosen from
-            self.inner.pre_tuning(offered, offered, design_spaces, database, cost_model)
+            self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
         else:
             self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
@@ -128,22 +103,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
             fresh = [c for c in candidates if structural_hash(c.sch.mod) not in self.measured_hashes]
             # All of them measured before: the inner search now counts them as measured and proposes others.
             if fresh or not candidates:
-                if self.in_first_round and self.member_picks:
-                    fresh = self._with_member_picks(fresh)
                 return self._with_transferred(fresh) if self.in_first_round and self.transferred else fresh
-
-    def _with_member_picks(self, pool: list[Any]) -> list[Any]:
-        """The first batch of ``pool``: the model's best, then its networks' own first choices (the best-ranked
-        ``member_picks`` of them), then the model's next best."""
-        if len(pool) <= 1:
-            return pool
-        scores = self.chooser.predict(self.context, pool)
-        ranked = sorted(range(len(pool)), key=lambda i: -float(scores[i]))
-        choices = sorted((i for i in self.chooser.first_choices(self.context, pool) if i != ranked[0]),
-                         key=lambda i: -float(scores[i]))
-        taken = [ranked[0], *choices[:self.member_picks]]
-        taken += [i for i in ranked if i not in taken][:max(0, self.first_size - len(taken))]
-        return [pool[i] for i in taken[:self.first_size]]
 
     def _with_transferred(self, candidates: list[Any]) -> list[Any]:
         """``candidates`` with their last places given to the model's best-scored transferred schedules."""
@@ -151,11 +111,8 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         if database is None or cost_model is None:
             return candidates
         exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
-        if self.library is not None:
-            transferred = replayed_candidates(self.library.records_for(self.mod), self.context, exclude,
-                                              list(design_spaces))
-        else:
-            transferred = transferred_schedules(database, self.context, exclude, list(design_spaces))
+        transferred = replayed_candidates(self.library.records_for(self.mod), self.context, exclude,
+                                          list(design_spaces))
         if not transferred:
             return candidates
         scores = cost_model.predict(self.context, transferred)
@@ -171,5 +128,4 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     def clone(self) -> Any:
         # A Python strategy's own clone(): through TVM's FFI the copy would come back as a bare handle.
         inner = self.inner._inst.clone() if hasattr(self.inner, "_inst") else self.inner.clone()
-        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner, self.library,
-                                self.member_picks, self.chooser)
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner, self.library)

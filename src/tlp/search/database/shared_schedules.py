@@ -7,7 +7,7 @@ unscheduled default. :class:`SharedScheduleDatabase` answers such a query with t
 that shares its anchor block, replayed on the variant by MetaSchedule's ``ScheduleUsingAnchorTrace`` (the anchor
 block's instructions; the epilogue blocks are inlined). A function's own record, when a database has one (a
 work directory tuned before tasks were shared), comes first. It is also the compile database's ordering of the
-measured records before the predicted ones (:func:`tlp.search.predicted.measured_then_predicted`).
+measured records before the predicted ones (:func:`tlp.search.database.predicted.measured_then_predicted`).
 
 Relax's ``MetaScheduleApplyDatabase`` replays such a record with ``ScheduleUsingAnchorTrace`` when the record's
 function is not the one asked for; what it lacks is the lookup, which MetaSchedule's databases do only when the

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from tlp._tvm import ms, tvm, use_runtime_threads
-from tlp.search.compile_check import compile_error, compile_network
-from tlp.search.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
-from tlp.search.shared_schedules import compile_database
-from tlp.search.sources import Tunable
-from tlp.search.task_profile import format_dominant_tasks
+from tlp.tune.compile_check import compile_error, compile_network
+from tlp.tune.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
+from tlp.search.database.shared_schedules import compile_database
+from tlp.tune.sources import Tunable
+from tlp.search.task_scheduler.task_profile import format_dominant_tasks
 
 
 def _median_seconds(run: Any, repeats: int = 20, min_total_s: float = 1.0) -> float:

@@ -64,10 +64,6 @@ class OnlineTuning:
     # of 2 programs per task says little about the task, and at a high rate its steps move the shared network far
     # enough to spoil the next tasks' first picks (BERT-tiny at lr 1e-3: 2.9-3.4 ms after the first round vs 1.4).
     min_task_measurements: int = 0
-    # How many of the model's networks learn whole (a cascade's first stage first; ``None``: all); the others learn
-    # only this platform's head, on backbone states computed once per update. The cascade's four ensemble members
-    # are ~85 % of a whole update's cost (benchmarks/README.md, "What an online update costs").
-    backbones: int | None = None
 
     def __post_init__(self) -> None:
         # A zero, negative or NaN rate would silently do nothing, climb the loss or fill the network with NaN.
@@ -76,9 +72,6 @@ class OnlineTuning:
         if self.min_task_measurements < 0:  # would act as 0 and hide a typo
             raise OnlineTuningError("the online fine-tuning's minimum measurements per task must be 0 or more, "
                                     f"got {self.min_task_measurements}")
-        if self.backbones is not None and self.backbones < 0:
-            raise OnlineTuningError(f"the number of networks learning whole online must be 0 or more (or None for "
-                                    f"all), got {self.backbones}")
         if self.max_examples is not None and self.max_examples < 2:  # a ranking needs two programs
             raise OnlineTuningError("online fine-tuning learns from at least 2 measurements per update, got a "
                                     f"limit of {self.max_examples}")
@@ -149,7 +142,7 @@ class TLPCostModel(PyCostModel):
             warnings.warn(f"this TLP model has no head for platform {self.platform.id} (heads: {', '.join(heads)}); "
                           f"scoring with the nearest, {chosen}. Its ranking may be off: run `tlp adapt` on this "
                           "machine (minutes) or enable online fine-tuning (OnlineTuning(steps=...) / tlp tune "
-                          "--online-steps).", PlatformMismatchWarning, stacklevel=3)
+                          "--set online_steps=5).", PlatformMismatchWarning, stacklevel=3)
         return heads.index(chosen), chosen
 
     def _reads_index_maps(self) -> bool:
@@ -187,18 +180,6 @@ class TLPCostModel(PyCostModel):
             state.scale = float(np.std(scores)) or 1.0
         z = np.clip((scores - state.offset) / state.scale, -30.0, 30.0)
         return np.exp(z).astype("float64")
-
-    def first_choices(self, context: Any, candidates: list[Any]) -> list[int]:
-        """Indices of the candidates each of the model's final networks scores best (an ensemble's members; a
-        cascade's, among its first stage's top), without repeats; one for a single network. Where they disagree
-        the model's mean is unsure, and a first round measuring one of each hedges it (tlp.search.first_round)."""
-        if not candidates:
-            return []
-        features = self._features(self._task(context), candidates)
-        started = time.perf_counter()
-        choices = self.model.first_choices(features, self.head, self._threads)
-        self.seconds["network"] += time.perf_counter() - started
-        return choices
 
     def update(self, context: Any, candidates: list[Any], results: list[Any]) -> None:
         if self.online.steps <= 0:
@@ -257,7 +238,7 @@ class TLPCostModel(PyCostModel):
             return
         started = time.perf_counter()
         self.fine_tune_steps += self.model.fine_tune(*examples, self.online.steps, self.online.lr,
-                                                     self.online.max_seconds, self.head, self.online.backbones)
+                                                     self.online.max_seconds, self.head)
         self.seconds["fine_tune"] += time.perf_counter() - started
 
 

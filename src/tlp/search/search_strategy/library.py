@@ -4,7 +4,7 @@ Why: on a whole network a TLP search's latency after ~100 trials is its first ro
 those are the model's picks among random programs of a task it has never measured. A dataset already holds, for
 this platform, measured programs of workloads like the task — in TenSet-style data the same layers at other input
 sizes (``mobilenet_v2_240``, ``resnet50_256``) and the operators of other networks. Their fastest programs, with
-tile sizes refitted to the task's loops (:mod:`tlp.search.transfer`), are first guesses that a search of the task
+tile sizes refitted to the task's loops (:mod:`tlp.search.search_strategy.transfer`), are first guesses that a search of the task
 itself would take many trials to reach. (Transferring between the tasks of one run did not help, benchmarks/
 README.md "transfer": the sources were first-round picks themselves, and the model's favourite source was a task of
 another shape; the library's sources are a dataset's best programs of the task's nearest shapes.)
@@ -12,7 +12,7 @@ another shape; the library's sources are a dataset's best programs of the task's
 Nearest: the same blocks (by name) with the same number of loops each, then the smallest Σ |log(extent ratio)| over
 every block's iteration extents (:func:`extent_distance`). :meth:`ScheduleLibrary.records_for` gives the best stored
 programs of the ``nearest`` workloads as tuning records, nearest first; which of them to measure is the cost model's
-call (:class:`tlp.search.first_round.FirstRoundSearch`, ``library=``).
+call (:class:`tlp.search.search_strategy.first_round.FirstRoundSearch`, ``library=``).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class ScheduleLibrary:
 
     def records_for(self, mod: Any, nearest: int = 4) -> list[Any]:
         """Tuning records of the fastest programs of ``mod``'s ``nearest`` stored workloads, nearest first, to
-        replay on it (:func:`tlp.search.transfer.replayed_candidates`)."""
+        replay on it (:func:`tlp.search.search_strategy.transfer.replayed_candidates`)."""
         return self.records_of(self.nearest(mod, nearest))
 
     def records_of(self, workloads: list[tuple[float, LibraryWorkload]]) -> list[Any]:

@@ -37,7 +37,7 @@ from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms
 from tlp.dataset.store import mean_latency
-from tlp.search.task_profile import most_decisions
+from tlp.search.task_scheduler.task_profile import most_decisions
 
 _NO_LATENCY_MS = 1e9  # what MetaSchedule records for a failed build or run
 
@@ -226,17 +226,11 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
     final latency in 1.3-1.8x fewer trials than the gradient rule (benchmarks/README.md, "a headroom task
     scheduler").
 
-    ``peak_margin``: the roofline is put this share above the best throughput reached, so the task that set it
-    keeps some headroom. Why: at 0 that task's priority is 0 for as long as no other task passes it, and it gets no
-    batch after its first round, however far the machine can go past it. On BERT-tiny (Emerald Rapids) the heaviest
-    matmul set the peak with its 2 first-round programs (333 GFLOPS) and got nothing more in a 200-trial run, while
-    XGBoost's 1,000-trial runs reached 352-369 GFLOPS on it (benchmarks/README.md, "a margin on the headroom peak").
     """
 
-    def __init__(self, flops: list[float], peak_margin: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, flops: list[float], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.flops = [float(f) for f in flops]
-        self.peak_margin = float(peak_margin)
 
     def _peak(self) -> float:
         """Highest throughput (flops per ms) any task with a search to run has reached so far; 0 before any has.
@@ -252,6 +246,6 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
         history = self.best_ms[task_id]
         if not history or history[-1] >= _NO_LATENCY_MS:
             return -1e9
-        peak = self._peak() * (1 + self.peak_margin)
+        peak = self._peak()
         bound = self.flops[task_id] / peak if peak > 0 else 0.0
         return weight * (history[-1] - bound) / len(history)

@@ -3,7 +3,7 @@
 The rewrite itself is :func:`tlp.workloads.graph_passes.fast_math`. Here it is accepted or refused: the rewritten
 network is compiled with TVM's default schedules (seconds; ``tlp tune`` does the same compile before tuning anyway)
 and run on the example inputs; its outputs are compared with PyTorch eager (or, for ONNX files, which have no
-PyTorch reference, with the exact-math network compiled the same way) under :mod:`tlp.search.numerics`'
+PyTorch reference, with the exact-math network compiled the same way) under :mod:`tlp.tune.numerics`'
 tolerances. A rewrite that breaks accuracy is refused with the measured error, and the exact network is tuned.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from tlp import one_line
 from tlp._tvm import ms, tvm, use_runtime_threads
-from tlp.search.numerics import compare_outputs, vm_outputs
+from tlp.tune.numerics import compare_outputs, vm_outputs
 from tlp.workloads.graph_passes import fast_math
 
 
@@ -40,7 +40,7 @@ class FastMathDecision:
         ops = ", ".join(f"{op} x{count}" for op, count in sorted(self.rewritten.items()))
         if self.applied:
             return (f"fast math: {ops} lowered to fast approximations (max rel error {self.max_rel_err:.1e} vs "
-                    f"{self.reference}; --no-fast-math keeps exact math)")
+                    f"{self.reference}; --set fast_math=false keeps exact math)")
         return f"fast math refused for {ops}: {self.reason}; exact math kept"
 
 

@@ -1,0 +1,71 @@
+"""The ``tlp`` command line: one module per verb (``tlp <verb> --help`` for each).
+
+    tlp workloads list                       what can be tuned/measured, with task counts
+    tlp collect --workloads W --dataset D    measure programs (resumable; --remeasure-* for re-measurement)
+    tlp dataset info|compare|import|seal|export|verify   inspect and manage datasets
+    tlp features DATASET                     trace lengths, crop coverage and feature collisions of a dataset
+    tlp train DATASET --out MODEL            train a TLP model (held-out networks excluded)
+    tlp eval --model MODEL --dataset D       top-k on held-out networks vs MetaSchedule XGB/MLP and random
+    tlp adapt                                a head for this machine from a small sample measured here
+    tlp tune SOURCE --trials N               tune an operator / network / .py / .onnx with the TLP cost model
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import traceback
+from typing import Any
+
+from tlp import TLPError
+from tlp.cli import adapt, collect, dataset, evaluate, features, train, tune, workloads
+
+VERBS = (workloads, collect, features, train, evaluate, adapt, tune, dataset)  # in `tlp --help`'s order
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tlp", description="TLP: learned cost models for TVM MetaSchedule")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own log lines")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error, not only its line")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    for verb in VERBS:
+        verb.register(verbs)
+    return parser
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # `kill PID` stops like Ctrl-C (batch in flight dropped, the rest stored and sealed). A collection started in
+    # the background by a script cannot be stopped with SIGINT at all: the shell starts it with SIGINT ignored.
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if on_main_thread else None
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not args.verbose:
+        # MetaSchedule logs every evolutionary-search step at INFO; that drowns the progress bar.
+        logging.getLogger("tvm").setLevel(logging.WARNING)
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)  # its console handler follows this
+    try:
+        return int(args.func(args) or 0)
+    except TLPError as error:
+        if args.debug:
+            traceback.print_exception(error)
+        print(f"tlp: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tlp: interrupted; everything measured so far is stored (re-run the same command to continue)",
+              file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:  # in-process callers (tests) get their handler back
+            signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Task schedulers: which task of a network gets the next batch (``scheduler``), and the task profiles they read."""
