@@ -22,8 +22,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tlp.model.composite import SHARED_META, CompositeModel, load_part
-from tlp.model.estimator import CheckpointError, TLPModel
+from tlp.model import checkpoint
+from tlp.model.checkpoint import CASCADE_FORMAT, CheckpointError
+from tlp.model.composite import SHARED_META, CompositeModel
+from tlp.model.estimator import TLPModel
 
 DEFAULT_LEAST = 32  # candidates of every call the second stage re-ranks (all of them in smaller calls)
 DEFAULT_FRACTION = 0.0  # ... or this share of the call, when larger
@@ -48,7 +50,7 @@ def rerank_top(scores: np.ndarray, count: int, second: Callable[[np.ndarray], np
 class TLPCascade(CompositeModel):
     """``second`` (a ``TLPEnsemble`` or a ``TLPModel``) re-ranks the top of ``first``'s ranking."""
 
-    FORMAT = "tlp-cascade-1"
+    FORMAT = CASCADE_FORMAT
 
     def __init__(self, first: TLPModel, second: Any, least: int = DEFAULT_LEAST, fraction: float = DEFAULT_FRACTION,
                  meta: Mapping[str, Any] | None = None) -> None:
@@ -108,8 +110,8 @@ class TLPCascade(CompositeModel):
 
     @staticmethod
     def from_payload(payload: Mapping[str, Any], meta: dict[str, Any], path: str | Path) -> "TLPCascade":
-        first = load_part(payload.get("first"), f"{path} (first stage)")
-        second = load_part(payload.get("second"), f"{path} (second stage)")
+        first = checkpoint.from_payload(payload.get("first"), f"{path} (first stage)")
+        second = checkpoint.from_payload(payload.get("second"), f"{path} (second stage)")
         if not isinstance(first, TLPModel):
             raise CheckpointError(f"{path}: a cascade's first stage is one network")
         return TLPCascade(first, second, int(meta.get("least", DEFAULT_LEAST)),

@@ -4,7 +4,8 @@ What they share is here: every part keeps the same heads (platforms, in the same
 is added or trained in every part, the platform descriptions stay one, and a checkpoint holds every part's own
 payload. The variants say how the parts' scores make one score: :class:`~tlp.model.ensemble.TLPEnsemble` (the
 mean of seeds) and :class:`~tlp.model.cascade.TLPCascade` (a cheap model's top re-ranked by an ensemble).
-``TLPModel.load`` hands a checkpoint to :func:`load_composite` first, which knows each variant by its format.
+``TLPModel.load`` (:func:`tlp.model.checkpoint.load`) knows each variant by its format; a variant's ``from_payload``
+loads its parts through :func:`tlp.model.checkpoint.from_payload` too.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from tlp import __version__
 from tlp.features.tensors import FeaturizedPrograms, LabeledPrograms, MultiPlatformPrograms
-from tlp.model.estimator import CheckpointError, TLPModel, TrainHistory
+from tlp.model import checkpoint
+from tlp.model.checkpoint import CheckpointError
+from tlp.model.estimator import TLPModel, TrainHistory
 
 # What a part's own meta must agree on with the whole's: which machine each head is for.
 SHARED_META = ("platform_info", "head_sources")
@@ -144,30 +146,4 @@ class CompositeModel:
         raise NotImplementedError
 
     def save(self, path: str | Path) -> None:
-        payload = self.payload()
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(payload, str(path))
-
-
-def load_composite(payload: Mapping[str, Any], path: str | Path) -> Any | None:
-    """The composite model ``payload`` holds, or None when it holds a single network."""
-    # pylint: disable=import-outside-toplevel
-    from tlp.model.cascade import TLPCascade
-    from tlp.model.ensemble import TLPEnsemble
-
-    try:
-        meta = json.loads(payload["meta"])
-    except Exception as error:  # pylint: disable=broad-except
-        raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
-    for variant in (TLPEnsemble, TLPCascade):
-        if isinstance(meta, dict) and meta.get("format") == variant.FORMAT:
-            return variant.from_payload(payload, meta, path)
-    return None
-
-
-def load_part(payload: Any, path: str) -> Any:
-    """A part of a composite checkpoint: a single network's payload or a composite's."""
-    if not isinstance(payload, Mapping) or "meta" not in payload:
-        raise CheckpointError(f"{path}: missing from the checkpoint")
-    composite = load_composite(payload, path)
-    return composite if composite is not None else TLPModel.from_payload(payload, path)
+        checkpoint.write(self.payload(), path)

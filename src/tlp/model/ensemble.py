@@ -24,14 +24,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from tlp.model.composite import SHARED_META, CompositeModel, load_part
-from tlp.model.estimator import CheckpointError, TLPModel
+from tlp.model import checkpoint
+from tlp.model.checkpoint import ENSEMBLE_FORMAT, CheckpointError
+from tlp.model.composite import SHARED_META, CompositeModel
+from tlp.model.estimator import TLPModel
 
 
 class TLPEnsemble(CompositeModel):
     """The mean score of ``members`` (``TLPModel``s with the same featurizer and the same heads)."""
 
-    FORMAT = "tlp-ensemble-1"
+    FORMAT = ENSEMBLE_FORMAT
 
     def __init__(self, members: Sequence[TLPModel], meta: Mapping[str, Any] | None = None) -> None:
         if not members:
@@ -87,7 +89,7 @@ class TLPEnsemble(CompositeModel):
         if not isinstance(members, list) or len(members) != meta.get("members"):
             raise CheckpointError(f"{path}: an ensemble checkpoint whose members are missing or not "
                                   f"{meta.get('members')} as its description says")
-        loaded = [load_part(member, f"{path} (member {number})") for number, member in enumerate(members, 1)]
+        loaded = [checkpoint.from_payload(member, f"{path} (member {number})") for number, member in enumerate(members, 1)]
         if not all(isinstance(m, TLPModel) for m in loaded):
             raise CheckpointError(f"{path}: an ensemble's members are single networks")
         return TLPEnsemble(loaded, {k: v for k, v in meta.items() if k not in ("format", "tlp_version")})

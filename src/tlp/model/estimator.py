@@ -11,32 +11,26 @@ import json
 import random
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from tlp import TLPError, __version__
+from tlp import __version__
 from tlp.features.featurizer import FeatureConfig
 from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms, MultiPlatformPrograms
+from tlp.model import checkpoint
+from tlp.model.checkpoint import SINGLE_DECODER_FORMAT, SINGLE_FORMAT, CheckpointError
 from tlp.model.inference import scorer_for
 from tlp.model.losses import LOSSES, MEASURED_TERMS
 from tlp.model.network import ModelConfig, TLPNet
 from tlp.model.task_weights import task_weights
 
-if TYPE_CHECKING:
-    from tlp.model.composite import CompositeModel
-
-CHECKPOINT_FORMAT = "tlp-checkpoint-2"
-# Format 1 had one decoder named ``decoder``: it loads as a one-head model (``heads.0``).
-_SINGLE_DECODER_FORMAT = "tlp-checkpoint-1"
-
-
-class CheckpointError(TLPError, ValueError):
-    """A checkpoint that cannot be used by this version of TLP."""
-
+# What ``save`` writes (CheckpointError is here too, for the modules that import it from here); the formats and
+# which class loads each: tlp.model.checkpoint.
+CHECKPOINT_FORMAT = SINGLE_FORMAT
 
 WEIGHTS = ("best", "average")
 
@@ -539,7 +533,7 @@ class TLPModel:
 
     def first_choices(self, features: np.ndarray, head: int = 0, threads: int | None = None) -> list[int]:
         """The program each of the model's final networks scores best (one network here: its best program);
-        an ensemble or a cascade names one per member (:mod:`tlp.search.first_round`'s member picks)."""
+        an ensemble or a cascade names one per member (:mod:`tlp.search.search_strategy.first_round`'s member picks)."""
         return [int(np.argmax(self.predict_features(features, head, threads)))] if len(features) else []
 
     # ---- persistence ---------------------------------------------------------------------------------------
@@ -553,48 +547,36 @@ class TLPModel:
         return {"meta": json.dumps(meta), "state": self.net.state_dict()}
 
     def save(self, path: str | Path) -> None:
-        payload = self.payload()
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(payload, str(path))
+        checkpoint.write(self.payload(), path)
 
     @staticmethod
-    def load(path: str | Path) -> "TLPModel | CompositeModel":
+    def load(path: str | Path) -> Any:
         """The model a checkpoint holds: a ``TLPModel``, or a model of several networks when the checkpoint says
-        so (:mod:`tlp.model.composite`: a seed ensemble, a cascade)."""
-        try:
-            payload = torch.load(str(path), map_location="cpu", weights_only=True)
-            json.loads(payload["meta"])
-        except FileNotFoundError:
-            raise CheckpointError(f"{path}: no such checkpoint") from None
-        except Exception as error:  # pylint: disable=broad-except  # any unreadable file gets the same message
-            raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
-        from tlp.model.composite import load_composite  # pylint: disable=import-outside-toplevel
-
-        composite = load_composite(payload, path)
-        return composite if composite is not None else TLPModel.from_payload(payload, path)
+        so (a seed ensemble, a cascade: :mod:`tlp.model.composite`); :func:`tlp.model.checkpoint.load`."""
+        return checkpoint.load(path)
 
     @staticmethod
-    def from_payload(payload: Mapping[str, Any], path: str | Path) -> "TLPModel":
-        """A model from what :meth:`payload` gave (``path`` names it in errors)."""
-        try:
-            meta = json.loads(payload["meta"])
-            state = payload["state"]
-        except Exception as error:  # pylint: disable=broad-except
-            raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
-        if meta.get("format") == _SINGLE_DECODER_FORMAT:
+    def from_payload(payload: Mapping[str, Any], meta: Mapping[str, Any], path: str | Path) -> "TLPModel":
+        """A model from what :meth:`payload` gave and its parsed ``meta`` (``path`` names it in errors); the loader
+        of formats ``tlp-checkpoint-1`` and ``-2`` in :data:`tlp.model.checkpoint.FORMATS`."""
+        if "state" not in payload:
+            raise CheckpointError(f"{path}: not a TLP checkpoint (no network weights)")
+        state = payload["state"]
+        if meta.get("format") == SINGLE_DECODER_FORMAT:
             state = {("heads.0." + k[len("decoder."):] if k.startswith("decoder.") else k): v
                      for k, v in state.items()}
-        elif meta.get("format") != CHECKPOINT_FORMAT:
-            raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+        elif meta.get("format") != SINGLE_FORMAT:
+            raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {SINGLE_FORMAT}")
         expected = feature_version_of(meta.get("featurizer") or {})
         if meta.get("feature_version") != expected:
             raise CheckpointError(f"{path}: made with feature version {meta.get('feature_version')}, this TLP "
                                   f"featurizes with version {expected}; retrain or use a matching TLP")
-        train_config = TrainConfig(**meta.get("train_config", {}))
+        train_config = checkpoint.config_from_json(TrainConfig, meta.get("train_config", {}), path)
         if train_config.loss not in LOSSES:  # online fine-tuning trains with the checkpoint's own loss
             raise CheckpointError(f"{path}: trained with loss {train_config.loss!r}, which this TLP does not have "
                                   f"({', '.join(LOSSES)})")
-        model = TLPModel(model_config=ModelConfig(**meta["model_config"]), train_config=train_config)
+        model_config = checkpoint.config_from_json(ModelConfig, meta["model_config"], path)
+        model = TLPModel(model_config=model_config, train_config=train_config)
         model.featurizer = featurizer_from_json(meta["featurizer"])
         if len(model.featurizer.kinds) != model.model_config.kind_vocab or len(
                 model.featurizer.strings) != model.model_config.string_vocab:
