@@ -5,7 +5,7 @@ import pytest
 from tvm.ir.utils import derived_object
 
 from tlp._tvm import ms, structural_hash
-from tlp.search.search_strategy.diverse import StructureDiverseSearch, decision_values, spread_over_structures, structure_of
+from tlp.search.search_strategy.diverse import StructureDiverseSearch, spread_over_structures, structure_of
 
 from conftest import tune_context
 
@@ -82,12 +82,6 @@ class _MeasuredStructuresFirst(ms.cost_model.PyCostModel):
 
     def predict(self, context, candidates) -> np.ndarray:
         return np.array([1.0 if structure_of(c.sch.trace) in self.measured else 0.0 for c in candidates])
-
-
-def test_decision_values_are_per_position_and_kind():
-    structure = (("SampleCategorical", "2"), ("SampleComputeLocation", "-1"), ("SampleComputeLocation", "-1"))
-    assert decision_values(structure) == {(0, "SampleCategorical", "2"), (1, "SampleComputeLocation", "-1"),
-                                          (2, "SampleComputeLocation", "-1")}
 
 
 def test_a_first_round_wraps_the_evolution_or_the_given_inner_search_and_clones_it():

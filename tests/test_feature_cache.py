@@ -145,7 +145,7 @@ def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path, capsy
 
     def train(*extra):
         code = main(["train", str(own_dataset.path), "--out", str(tmp_path / "m.pt"), "--epochs", "1", "--set", "hidden=32",
-                     "--set", f"feature_cache_dir={str(tmp_path / "cache")}", "-q", *extra])
+                     "--set", f"feature_cache_dir={tmp_path / 'cache'}", "-q", *extra])
         assert code == 0
         return json.loads(capsys.readouterr().out)["feature_cache"]
 

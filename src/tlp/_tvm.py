@@ -72,7 +72,7 @@ def use_runtime_threads(threads: int) -> int:
     thread pool actually uses.
 
     Why: on these VMs TVM's default pool ran one thread on 2 cores (``runtime.NumThreads() == 1``): BERT-tiny's
-    tuned network took 1.95 ms end to end instead of 0.99 ms with 2 threads (``benchmarks/graph_fixes.py``), while
+    tuned network took 1.95 ms end to end instead of 0.99 ms with 2 threads, while
     the runner, which sets the thread count for its workers, had measured its kernels at 2 threads. The pool reads ``TVM_NUM_THREADS`` once,
     when it starts, so this must run before any kernel of the process does; the returned count says whether it did.
     """

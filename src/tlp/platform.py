@@ -139,8 +139,7 @@ def isa_family(target: dict[str, Any]) -> str:
 
 
 # x86 vector ISAs from narrowest to widest: a head of a neighbouring family stands in better than one further away
-# (a frozen-backbone SSE4.2 head trained from the AVX2 head ranked 0.674 held-out, from the AVX-512 head 0.373;
-# benchmarks/README.md, "The one-layer student as the default").
+# (a frozen-backbone SSE4.2 head trained from the AVX2 head ranked 0.674 held-out, from the AVX-512 head 0.373).
 ISA_FAMILIES = ("generic", "sse4", "avx2", "avx512")
 
 

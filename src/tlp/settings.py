@@ -71,19 +71,26 @@ def settable_fields(config: Any) -> dict[str, Any]:
     return fields
 
 
-def apply_settings(configs: list[Any], settings: dict[str, str], verb: str, reserved: tuple[str, ...] = ()) -> None:
-    """Set each ``key=value`` on the first of ``configs`` (dataclass instances) that has the field; an unknown key
-    or a key in ``reserved`` (a setting that has its own option) is an error listing what can be set."""
+def _replaced(config: Any, key: str, value: Any) -> Any:
+    """A copy of ``config`` with ``key`` (``outer.inner`` for a nested config) set; frozen dataclasses too."""
+    name, _, rest = key.partition(".")
+    if rest:
+        value = _replaced(getattr(config, name), rest, value)
+    return dataclasses.replace(config, **{name: value})
+
+
+def apply_settings(configs: list[Any], settings: dict[str, str], verb: str, reserved: tuple[str, ...] = ()) -> list[Any]:
+    """``configs`` (dataclass instances) with each ``key=value`` set on the first that has the field, as new
+    instances in the same order; an unknown key or a key in ``reserved`` (a setting that has its own option) is an
+    error listing what can be set."""
+    configs = list(configs)
     for key, text in settings.items():
-        for config in configs:
+        for index, config in enumerate(configs):
             fields = settable_fields(config)
             if key in fields and key not in reserved:
-                target, _, name = key.rpartition(".")
-                obj = config
-                for part in filter(None, target.split(".")):
-                    obj = getattr(obj, part)
-                setattr(obj, name, _convert(text, fields[key], key))
+                configs[index] = _replaced(config, key, _convert(text, fields[key], key))
                 break
         else:
             known = sorted({k for c in configs for k in settable_fields(c)} - set(reserved))
             raise SettingError(f"tlp {verb}: --set {key}: no such setting (settings: {', '.join(known)})")
+    return configs

@@ -42,7 +42,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     dataset = Dataset(args.dataset)
     pairs = parse_pairs(args.settings, "adapt")
     settings = AdaptSettings(DEFAULT_TRAIN_FRACTION, DEFAULT_HELD_OUT_FRACTION)
-    apply_settings([settings], pairs, "adapt")
+    (settings,) = apply_settings([settings], pairs, "adapt")
     fraction, held_out_fraction = settings.fraction, settings.held_out_fraction
     if args.platform:
         # Another machine's stored programs: this one cannot measure for it, so the head learns from what is stored.

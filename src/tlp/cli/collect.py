@@ -36,7 +36,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     plan = CollectPlan(trials_per_task=args.trials_per_task, seed=args.seed, max_batches=args.max_batches)
     config, again = MeasureConfig(), RemeasureSettings()
-    apply_settings([plan, config, again], parse_pairs(args.settings, "collect"), "collect", reserved=OWN_OPTIONS)
+    plan, config, again = apply_settings([plan, config, again], parse_pairs(args.settings, "collect"), "collect",
+                                         reserved=OWN_OPTIONS)
     dataset = Dataset(args.dataset)
     target = target_of(args)
     if args.rpc_tracker:

@@ -53,7 +53,7 @@ def register(verbs: Any) -> None:
     evaluate.add_argument("--plot", help="write a PNG bar chart of top-1/top-5 per network and model")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--search-runs", nargs="+", metavar="DIR",
-                          help="tuning work directories (tlp tune, benchmarks/search_efficiency.py) or folders holding "
+                          help="tuning work directories (tlp tune) or folders holding "
                           "them: also score top-1 among all their programs (the headline then), among their late "
                           "rounds' programs, and the regret of each model's pick in a search population")
     evaluate.add_argument("--population", type=int, help="with --search-runs: programs per population (default 32)")

@@ -43,7 +43,8 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, TrainSettings]:
 
     model, train, opts = ModelConfig(), TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device), \
         TrainSettings()
-    apply_settings([model, train, opts], parse_pairs(args.settings, "train"), "train", reserved=OWN_OPTIONS)
+    model, train, opts = apply_settings([model, train, opts], parse_pairs(args.settings, "train"), "train",
+                                        reserved=OWN_OPTIONS)
     if train.patience < 1:
         raise TLPError(f"tlp train: patience must be at least 1 epoch, got {train.patience}")
     return model, train, opts

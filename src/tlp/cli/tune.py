@@ -34,7 +34,7 @@ def tune_config(args: argparse.Namespace) -> Any:
 
     config = TuneConfig(trials=args.trials, cost_model=args.cost_model, model_path=args.model, preset=args.preset,
                         top_tasks=args.top_tasks, seed=args.seed, dataset=args.dataset)
-    apply_settings([config], parse_pairs(args.settings, "tune"), "tune", reserved=OWN_OPTIONS)
+    (config,) = apply_settings([config], parse_pairs(args.settings, "tune"), "tune", reserved=OWN_OPTIONS)
     return config
 
 

@@ -58,7 +58,7 @@ class OnlineTuning:
     # Measurements one update learns from (``None``: all of them): the updated task's, then other tasks' drawn at
     # random (``learning_sample``). Learning from all made an update's cost grow with the search: the cascade's
     # MobileNetV2 runs took 3x XGBoost's wall time. One update of the cascade on a 2-core Rocket Lake: 3.2-3.6 s
-    # with 128, ~6 s with 256, 13 s with all of 1,000 (benchmarks/README.md, "What an online update costs").
+    # with 128, ~6 s with 256, 13 s with all of 1,000.
     max_examples: int | None = 128
     # Learn only from batches of tasks measured at least this often (their data is kept either way). A first round
     # of 2 programs per task says little about the task, and at a high rate its steps move the shared network far
@@ -172,7 +172,7 @@ class TLPCostModel(PyCostModel):
         featurized = time.perf_counter()
         # precision "auto": fp32 unless TLP_SCORING_PRECISION opts into bfloat16 on CPUs with native bfloat16
         # (AVX512_BF16/AMX, e.g. Zen 4): 1.2-1.35x less network time, held-out top-1 unchanged on every head, but
-        # no measurable end-to-end gain and not checked in a search (tlp.model.inference, benchmarks/README.md).
+        # no measurable end-to-end gain and not checked in a search (tlp.model.inference).
         scores = self.model.predict_features(features, self.head, self._threads, precision="auto").astype("float64")
         self.seconds["network"] += time.perf_counter() - featurized
         if state.offset is None:

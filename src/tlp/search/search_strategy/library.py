@@ -5,9 +5,8 @@ those are the model's picks among random programs of a task it has never measure
 this platform, measured programs of workloads like the task — in TenSet-style data the same layers at other input
 sizes (``mobilenet_v2_240``, ``resnet50_256``) and the operators of other networks. Their fastest programs, with
 tile sizes refitted to the task's loops (:mod:`tlp.search.search_strategy.transfer`), are first guesses that a search of the task
-itself would take many trials to reach. (Transferring between the tasks of one run did not help, benchmarks/
-README.md "transfer": the sources were first-round picks themselves, and the model's favourite source was a task of
-another shape; the library's sources are a dataset's best programs of the task's nearest shapes.)
+itself would take many trials to reach. (Transferring between the tasks of one run did not help: the sources
+were first-round picks themselves, and the model's favourite source was a task of another shape; the library's sources are a dataset's best programs of the task's nearest shapes.)
 
 Nearest: the same blocks (by name) with the same number of loops each, then the smallest Σ |log(extent ratio)| over
 every block's iteration extents (:func:`extent_distance`). :meth:`ScheduleLibrary.records_for` gives the best stored

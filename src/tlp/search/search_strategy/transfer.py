@@ -111,7 +111,7 @@ def replayed_candidates(records: Iterable[Any], context: Any, exclude: set[int] 
         # As MetaSchedule post-processes its own candidates: behind an EnterPostproc mark, so that the search,
         # re-applying the stored trace with a mutated decision, leaves the post-processors' instructions out.
         # Without it they replay as schedule steps, and after another compute location they no longer fit (a
-        # MobileNetV2 search with a schedule library crashed on that, benchmarks/README.md).
+        # MobileNetV2 search with a schedule library crashed on that).
         sch.enter_postproc()
         if not all(postproc.apply(sch) for postproc in postprocs):
             continue

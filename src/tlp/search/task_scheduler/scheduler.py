@@ -223,8 +223,7 @@ class HeadroomScheduler(RecordingGradientScheduler._cls):  # pylint: disable=pro
     count with their whole latency, as in the gradient rule; so does a memory-bound one in effect (its flops are
     far below what any bandwidth allows), which is why, once BERT-tiny's matmuls sit at the peak, ``layer_norm``
     draws most later batches (624 of 1,000 in one run). On ResNet-50 at 1,000 trials it reached XGBoost's
-    final latency in 1.3-1.8x fewer trials than the gradient rule (benchmarks/README.md, "a headroom task
-    scheduler").
+    final latency in 1.3-1.8x fewer trials than the gradient rule.
 
     """
 
