@@ -16,7 +16,7 @@ Three steps, because the GPU machine has no TVM:
         --search-runs R/runs/bench/unseen R/runs/bench/realistic R/runs/bench/networks/bert_tiny \\
         R/runs/bench/networks/mobilenet_v2 --bundle .sweep
     # there (no TVM; reads only the bundle): train, keep every model's scores and checkpoint
-    python3 benchmarks/training_recipe/recipe_sweep.py train --bundle .sweep --recipes listwise,... --seeds 0,1,2,3 \\
+    python3 benchmarks/training_recipe/recipe_sweep.py train --bundle .sweep --recipes lstm-soft-slowdown --seeds 0,1,2,3 \\
         --workers 12 --out $OUT
     # here: score them with the library's metrics (the runs are re-read and checked against the bundle)
     .venv/bin/python benchmarks/training_recipe/recipe_sweep.py score --bundle .sweep --scores scores.npz --search-runs ... \\
@@ -25,7 +25,8 @@ Three steps, because the GPU machine has no TVM:
     .venv/bin/python benchmarks/training_recipe/recipe_sweep.py export --bundle .sweep --checkpoint $OUT/checkpoints-R.tar \\
         --name R-seed0.pt --out student.pt
 
-Recipes (``RECIPES``) differ from ``tlp train --seq-len 25 --hidden 128 --loss listwise`` in one thing each.
+Recipes (``RECIPES``) differ from ``tlp train --seq-len 25 --hidden 128 --loss soft-listwise+slowdown`` in one thing
+each (the distilled ones in their teachers and transfer programs).
 """
 
 from __future__ import annotations
@@ -57,82 +58,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))  # the chec
 from tlp.evaluation import rank_percentiles, score_models
 from tlp.features.cache import read_cache
 from tlp.model.estimator import TLPModel, TrainConfig
-from tlp.model.losses import (LISTWISE_TEMPERATURES, LOSSES, MEASURED_TERMS, expected_slowdown_loss,
-                              soft_listwise_loss)
 from tlp.model.network import ModelConfig
 
 BASE_MODEL = {"hidden": 128}
-BASE_TRAIN = {"loss": "listwise"}
-# name -> (ModelConfig overrides, TrainConfig overrides) on top of the base recipe.
+BASE_TRAIN = {"loss": "soft-listwise+slowdown"}
+# name -> (ModelConfig overrides, TrainConfig overrides) on top of the base recipe. The recipes of the shipped model
+# and LambdaRank (the paper's loss); the others swept until 2026-11-27 lost to these and left with their losses
+# (README.md, "What was learned"; the full table in git history, 312e08d:benchmarks/recipe_sweep.py).
 RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "listwise": ({}, {}),
     "lambdarank": ({}, {"loss": "lambdarank"}),
-    "hidden256": ({"hidden": 256}, {}),
-    "hidden512": ({"hidden": 512}, {}),
-    "batch32": ({}, {"tasks_per_batch": 32}),
-    "transformer": ({"arch": "transformer"}, {}),
-    "lstm": ({"arch": "lstm"}, {}),
-    # Aimed at the held-out tasks of 32 random draws where the LSTM picks worse than XGBoost (heldout_picks.py):
-    "lstm-soft": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
-    "lstm-pairwise": ({"arch": "lstm"}, {"loss": "listwise+pairwise"}),
-    "lstm-sample64": ({"arch": "lstm"}, {"programs_per_task": 64}),
-    # Distilled from a seed ensemble (``train --teachers``): the soft-listwise recipe on the teachers' mean scores.
-    "lstm-soft-distil": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
-    # ... and on their ranking of the bundle's unmeasured transfer programs (``transfer`` step): new shapes.
-    "lstm-soft-distil-transfer": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
-    # ... with the measured ranking mixed back in (alpha 0.5): for data the teachers never saw.
-    "lstm-soft-distil-transfer-mixed": ({"arch": "lstm"}, {"loss": "soft-listwise"}),
-    # Aimed at the few heavy picks that decide TenSet's top-1 of a network (tlp.model.task_weights, losses):
-    "lstm-soft-heavy": ({"arch": "lstm"}, {"loss": "soft-listwise", "task_weighting": "network-share"}),
-    "lstm-soft-slowdown": ({"arch": "lstm"}, {"loss": "soft-listwise+slowdown"}),
-    "lstm-soft-distil-transfer-mixed-heavy": ({"arch": "lstm"}, {"loss": "soft-listwise",
-                                                                 "task_weighting": "network-share"}),
-    # ... distilled with the slowdown term kept: on the measured latencies, the listwise part on the targets.
-    "lstm-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm"}, {"loss": "soft-listwise+slowdown"}),
-    # The shipped architecture (attention, scored once per distinct row: the fastest path) with the same losses:
-    # can it rank like the LSTM students at the attention network's scoring speed (issue 11 part 4)?
-    "soft-slowdown": ({}, {"loss": "soft-listwise+slowdown"}),
-    "soft-slowdown-distil-transfer-mixed": ({}, {"loss": "soft-listwise+slowdown"}),
-    # The slowdown-distilled LSTM student with one LSTM layer instead of two: half the LSTM's scoring time, which
-    # is 3/4 of that student's network time (its scoring speed sits at issue 11's 5x line).
-    "lstm1-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown"}),
-    # The same student with the slowdown term weighted 2x / 4x (sweep-only losses, registered below): the term
-    # is what lifted TenSet's top-1 most, and TenSet's top-1 is the ratio that term's expectation models.
-    "lstm1-slowdown-x2-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown-x2"}),
-    "lstm1-slowdown-x4-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {"loss": "soft-listwise+slowdown-x4"}),
-    "blocks4": ({"residual_blocks": 4}, {}),
-    "patience30": ({}, {"patience": 30, "epochs": 120}),
+    # the cascade's teachers' recipe at 25 rows: two LSTM layers, soft-listwise + the expected slowdown of a pick
+    "lstm-soft-slowdown": ({"arch": "lstm"}, {}),
+    # distilled from a seed ensemble of those (``train --teachers``), on their ranking of the bundle's unmeasured
+    # transfer programs too (``transfer`` step), the measured ranking mixed back in (alpha 0.5); the slowdown term
+    # reads the measured latencies only
+    "lstm-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm"}, {}),
+    # the same student with one LSTM layer: the shipped cascade's first stage (MODEL_CARD.md)
+    "lstm1-soft-slowdown-distil-transfer-mixed": ({"arch": "lstm", "layers": 1}, {}),
     "one-epoch": ({}, {"epochs": 1}),  # not a candidate: checks the three steps end to end in a minute
 }
 # Recipes trained on a teacher ensemble's scores (tlp.model.distil) -> weight of the measured labels in the targets.
-DISTILLED = {"lstm-soft-distil": 0.0, "lstm-soft-distil-transfer": 0.0, "lstm-soft-distil-transfer-mixed": 0.5,
-             "lstm-soft-distil-transfer-mixed-heavy": 0.5, "lstm-soft-slowdown-distil-transfer-mixed": 0.5,
-             "soft-slowdown-distil-transfer-mixed": 0.5, "lstm1-soft-slowdown-distil-transfer-mixed": 0.5,
-             "lstm1-slowdown-x2-distil-transfer-mixed": 0.5, "lstm1-slowdown-x4-distil-transfer-mixed": 0.5}
+DISTILLED = {"lstm-soft-slowdown-distil-transfer-mixed": 0.5, "lstm1-soft-slowdown-distil-transfer-mixed": 0.5}
 # Recipes that also train on the bundle's transfer programs:
-TRANSFERRED = {"lstm-soft-distil-transfer", "lstm-soft-distil-transfer-mixed", "lstm-soft-distil-transfer-mixed-heavy",
-               "lstm-soft-slowdown-distil-transfer-mixed", "soft-slowdown-distil-transfer-mixed",
-               "lstm1-soft-slowdown-distil-transfer-mixed", "lstm1-slowdown-x2-distil-transfer-mixed",
-               "lstm1-slowdown-x4-distil-transfer-mixed"}
-
-
-def _register_weighted_slowdown_losses(weights: tuple[int, ...] = (2, 4)) -> None:
-    """``soft-listwise+slowdown-xK``: soft-listwise plus K x the slowdown term, for the sweep only (a loss joins
-    ``tlp.model.losses`` when it wins). Registered at import, so the spawned training processes know them too."""
-    for weight in weights:
-        def term(scores: Any, labels: Any, group_ids: Any, task_weight: Any = None, weight: int = weight) -> Any:
-            return weight * expected_slowdown_loss(scores, labels, group_ids, task_weight)
-
-        def loss(scores: Any, labels: Any, group_ids: Any, task_weight: Any = None, term: Any = term) -> Any:
-            return soft_listwise_loss(scores, labels, group_ids, task_weight) + term(scores, labels, group_ids,
-                                                                                     task_weight)
-        name = f"soft-listwise+slowdown-x{weight}"
-        LOSSES[name] = loss
-        MEASURED_TERMS[name] = ("soft-listwise", term)
-        LISTWISE_TEMPERATURES[name] = LISTWISE_TEMPERATURES["soft-listwise"]
-
-
-_register_weighted_slowdown_losses()
+TRANSFERRED = {"lstm-soft-slowdown-distil-transfer-mixed", "lstm1-soft-slowdown-distil-transfer-mixed"}
 # In the train step's --out: the teachers' mean scores of the training programs (then of the transfer programs).
 TEACHER_SCORES = "teacher_scores.npy"
 
@@ -580,7 +528,7 @@ def main() -> None:
     p.add_argument("--bundle", required=True)
     t = steps.add_parser("train")
     t.add_argument("--bundle", required=True)
-    t.add_argument("--recipes", default="listwise")
+    t.add_argument("--recipes", default="lstm1-soft-slowdown-distil-transfer-mixed")
     t.add_argument("--seeds", default="0,1,2")
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--deadline-s", type=float, default=float("inf"), help="stop waiting after this many seconds")
