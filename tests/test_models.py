@@ -174,7 +174,7 @@ def test_more_model_families_compile_and_match_pytorch(tmp_path, host_platform, 
     from pathlib import Path
 
     pytest.importorskip("transformers")
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "model_coverage"))
     import model_coverage  # pylint: disable=import-outside-toplevel
 
     from tlp.tune.sources import from_torch
