@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tlp._tvm import ms
-from tlp.features.featurizer import FeatureConfig, TraceFeaturizer, block_extents, canonical_name
+from tlp.features.featurizer import FeatureConfig, TraceFeaturizer, block_extents
 from tlp.features.vocab import OOV
 
 
@@ -95,30 +95,20 @@ def test_round_trip_and_version_check(traces):
         TraceFeaturizer.from_json(data)
 
 
-def test_canonical_names_share_one_token_across_numberings(traces):
-    assert [canonical_name(n) for n in ("lv7_sum", "lv11_var_sum_rf", "data_mean", "T_add_1", "compute1")] == \
-        ["sum", "var_sum_rf", "mean", "T_add", "compute"]
-    assert [canonical_name(n) for n in ("conv2d_nchw", "meta_schedule.unroll_explicit", "SSRSRS")] == \
-        ["conv2d_nchw", "meta_schedule.unroll_explicit", "SSRSRS"]
-    programs, _ = traces
-    insts, decisions = programs[0].trace_json
-    block = next(i for i, inst in enumerate(insts) if inst[0] == "GetSBlock")
-
-    def renamed(name):
-        altered = [list(i) for i in insts]
-        altered[block] = [altered[block][0], altered[block][1], [name, *altered[block][2][1:]], altered[block][3]]
-        return [altered, decisions]
-
-    one, other = renamed("lv7_sum"), renamed("lv11_sum")
-    plain = TraceFeaturizer().fit([one, other, one, other])
-    assert not np.array_equal(plain.transform_one(one), plain.transform_one(other))
-    canonical = TraceFeaturizer(FeatureConfig(canonical_names=True)).fit([one, other])
-    assert canonical.strings.id("sum") != OOV  # seen twice once canonical: in the vocabulary
-    assert np.array_equal(canonical.transform_one(one), canonical.transform_one(other))
-    # Configs that predate the option keep their JSON (feature-cache keys), and the option survives a round trip.
-    assert "canonical_names" not in FeatureConfig().to_json()
-    loaded = TraceFeaturizer.from_json(canonical.to_json())
-    assert loaded.config.canonical_names and np.array_equal(loaded.transform_one(one), canonical.transform_one(one))
+def test_a_stored_config_of_the_removed_canonical_names_option_reads_when_it_was_off():
+    # Block names without their numbering (canonical_names) ranked worse and went; configs stored before keep
+    # loading when they had it off, and one that used it is refused, naming it.
+    data = FeatureConfig(seq_len=25, compact=True).to_json()
+    assert "canonical_names" not in data
+    assert FeatureConfig.from_json({**data, "canonical_names": False}) == FeatureConfig(seq_len=25, compact=True)
+    with pytest.raises(ValueError, match=r"canonical block names \(canonical_names=True\), which this TLP no longer"):
+        FeatureConfig.from_json({**data, "canonical_names": True})
+    with pytest.raises(ValueError, match="field.* colour"):
+        FeatureConfig.from_json({**data, "colour": 1})
+    featurizer = TraceFeaturizer(FeatureConfig(seq_len=25)).to_json()
+    featurizer["config"]["canonical_names"] = True
+    with pytest.raises(ValueError, match="canonical"):
+        TraceFeaturizer.from_json(featurizer)
 
 
 def test_feature_report_on_real_programs(collected, host_platform):

@@ -26,20 +26,16 @@ decision off a quarter of the programs and post-processing off most. The compact
 still measure distances in the whole trace) and adds to ``Fuse`` and ``Reorder`` rows how many loops they take,
 which the four link columns cannot hold (the parallel loop is a fusion of up to seven).
 
-*Canonical block names* (``FeatureConfig.canonical_names``): block names carry numbering that says where a block
-came from, not what it does — the input's name that TOPI's reductions prefix onto their blocks (``data_sum`` in an
-operator workload, ``lv7_sum`` / ``lv11_sum`` in two Relax networks for the same layer-norm block) and the suffix
-TVM appends to clashing names (``T_add_1``, ``T_add1``, ``compute1``). Each such name then has its own embedding,
-learned only from the networks that happen to number it that way; the canonical form maps them to one token.
-Off by default: measured once (one seed, 56 rows) it ranked worse, BERT-tiny's ``layer_norm`` included.
+*Canonical block names* (block names without the numbering that says where a block came from, ``lv7_sum`` ->
+``sum``) were tried and ranked worse (one seed, 56 rows); gone, with ``FeatureConfig.canonical_names`` (a stored
+config's ``canonical_names: false`` still reads, see ``REMOVED_CONFIG_FIELDS``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -63,7 +59,6 @@ class FeatureConfig:
     num_numbers: int = 12
     version: int = FEATURE_VERSION
     compact: bool = False  # leave bookkeeping instructions out; False for checkpoints that predate it
-    canonical_names: bool = False  # strip the numbering from block names; False for checkpoints that predate it
 
     @property
     def width(self) -> int:
@@ -81,10 +76,24 @@ class FeatureConfig:
         }
 
     def to_json(self) -> dict[str, int]:
-        data = asdict(self)
-        if not self.canonical_names:  # the form of configs that predate it, so their feature caches stay valid
-            del data["canonical_names"]
-        return data
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "FeatureConfig":
+        """A stored config; raises ``ValueError`` (naming it) for a removed option the config uses, and for a field
+        this TLP does not know."""
+        kept = dict(data)
+        for key, (off, option) in REMOVED_CONFIG_FIELDS.items():
+            if key in kept and kept.pop(key) != off:
+                raise ValueError(f"made with {option} ({key}={data[key]!r}), which this TLP no longer has")
+        unknown = sorted(set(kept) - {f.name for f in fields(FeatureConfig)})
+        if unknown:
+            raise ValueError(f"FeatureConfig field(s) {', '.join(unknown)}, which this TLP does not have")
+        return FeatureConfig(**kept)
+
+
+# FeatureConfig fields that are gone -> (the value every config had while the option was off, what it was).
+REMOVED_CONFIG_FIELDS = {"canonical_names": (False, "canonical block names")}
 
 
 def _log(x: float) -> float:
@@ -101,16 +110,6 @@ def _numbers(value: Any, out: list[float]) -> None:
     elif isinstance(value, (list, tuple)):
         for item in value:
             _numbers(item, out)
-
-
-# ``lv12_`` / ``data_``: the input's name on a TOPI reduction's blocks; ``_3`` / ``3``: TVM's suffix on clashing names.
-_NAME_NUMBERING = re.compile(r"^(?:lv\d+|data)_(?=[A-Za-z])|(?<=[A-Za-z])_?\d+$")
-
-
-def canonical_name(text: str) -> str:
-    """A block name without the numbering that says where it came from: ``lv7_sum`` and ``data_sum`` -> ``sum``,
-    ``T_add_1`` and ``T_add1`` -> ``T_add``. Other strings (annotation keys, scopes) pass unchanged."""
-    return _NAME_NUMBERING.sub("", text)
 
 
 def _strings(value: Any, out: list[str]) -> None:
@@ -163,14 +162,10 @@ class TraceFeaturizer:
                 found: list[str] = []
                 _strings(attrs, found)
                 _strings([i for i in inputs if isinstance(i, str) and i.startswith('"')], found)
-                string_counts.update(self._token(text) for text in found)
+                string_counts.update(found)
         self.kinds = Vocabulary.build(kind_counts)
         self.strings = Vocabulary.build(string_counts, min_count=min_string_count, max_size=max_strings)
         return self
-
-    def _token(self, text: str) -> str:
-        """The vocabulary token of a string parameter."""
-        return canonical_name(text) if self.config.canonical_names else text
 
     # ---- featurization -------------------------------------------------------------------------------------
     def _decision_numbers(self, kind: str, attrs: Any, decision: Any) -> list[float]:
@@ -259,7 +254,7 @@ class TraceFeaturizer:
             numbers.append(_log(float(len(refs))))
         s0, r0, n0 = cols["strings"].start, cols["refs"].start, cols["numbers"].start
         for j, text in enumerate(strings[: cfg.num_strings]):
-            row[s0 + j] = self.strings.id(self._token(text))
+            row[s0 + j] = self.strings.id(text)
         row[r0 : r0 + min(len(refs), cfg.num_refs)] = refs[: cfg.num_refs]
         row[n0 : n0 + min(len(numbers), cfg.num_numbers)] = numbers[: cfg.num_numbers]
         row[cols["postproc"].start] = postproc
@@ -332,7 +327,7 @@ class TraceFeaturizer:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "TraceFeaturizer":
-        config = FeatureConfig(**data["config"])  # a config without ``compact`` predates it: the full form
+        config = FeatureConfig.from_json(data["config"])  # a config without ``compact`` predates it: the full form
         if config.version != FEATURE_VERSION:
             raise ValueError(f"feature version {config.version} does not match this TLP's {FEATURE_VERSION}")
         return TraceFeaturizer(config, Vocabulary.from_json(data["kinds"]), Vocabulary.from_json(data["strings"]))
