@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -94,6 +95,41 @@ def test_bad_checkpoints_are_clear_errors(trained, tmp_path):
     torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / "loss.pt"))
     with pytest.raises(CheckpointError, match="loss 'hinge'"):
         TLPModel.load(tmp_path / "loss.pt")
+    meta = json.loads(payload["meta"])
+    meta["format"] = "tlp-checkpoint-9"
+    torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / "format.pt"))
+    with pytest.raises(CheckpointError, match="checkpoint format 'tlp-checkpoint-9', expected tlp-checkpoint-2"):
+        TLPModel.load(tmp_path / "format.pt")
+
+
+def test_checkpoints_of_removed_options_load_when_off_and_name_them_when_on(trained, tmp_path):
+    """Options that went (a transformer network, losses other than lambdarank and soft-listwise+slowdown, task
+    weighting by network share, canonical block names): a checkpoint stored with them off loads as before; one that
+    needs one is a one-line CheckpointError naming it."""
+    model, programs, _ = trained
+    model.save(tmp_path / "ok.pt")
+    payload = torch.load(str(tmp_path / "ok.pt"), weights_only=True)
+    features = programs.featurize(model.featurizer)
+
+    def stored(name, change):
+        meta = json.loads(payload["meta"])
+        change(meta)
+        torch.save({"meta": json.dumps(meta), "state": payload["state"]}, str(tmp_path / name))
+        return tmp_path / name
+
+    old = stored("old.pt", lambda m: (m["train_config"].update(task_weighting="uniform"),
+                                      m["featurizer"]["config"].update(canonical_names=False)))
+    assert np.array_equal(TLPModel.load(old).predict_features(features), model.predict_features(features))
+    for change, message in [
+            (lambda m: m["train_config"].update(task_weighting="network-share"),
+             re.escape("made with task weighting by network share (task_weighting='network-share'), which")),
+            (lambda m: m["featurizer"]["config"].update(canonical_names=True), "canonical block names"),
+            (lambda m: m["model_config"].update(arch="transformer"), "architecture 'transformer'"),
+            (lambda m: m["train_config"].update(loss="listwise+pairwise"), "loss 'listwise\\+pairwise'"),
+            (lambda m: m["train_config"].update(colour="red"), "TrainConfig field 'colour'")]:
+        with pytest.raises(CheckpointError, match=message) as error:
+            TLPModel.load(stored("removed.pt", change))
+        assert "\n" not in str(error.value) and str(tmp_path / "removed.pt") in str(error.value)
 
 
 def test_top_k_score_matches_its_definition():
@@ -116,55 +152,23 @@ def test_programs_per_task_caps_what_each_step_ranks(collected, host_platform, m
     assert largest > 3, "the fixture needs a task with more programs than the cap"
     seen: list[int] = []
 
-    def recording(scores, labels, group_ids, task_weight=None):
+    def recording(scores, labels, group_ids):
         seen.extend(torch.unique(group_ids, return_counts=True)[1].tolist())
-        return losses.listwise_loss(scores, labels, group_ids, task_weight)
+        return losses.lambdarank_loss(scores, labels, group_ids)
 
-    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    monkeypatch.setitem(losses.LOSSES, "lambdarank", recording)
     model = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
-                     train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="listwise", programs_per_task=3))
+                     train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="lambdarank", programs_per_task=3))
     model.fit(programs, progress=False)
     assert seen and max(seen) == 3
 
 
-def test_network_share_weights_follow_each_tasks_share_of_its_network():
-    from tlp.model.task_weights import network_share_weights
-
-    # Network n: task a (weight 2, best 3 ms) and b (weight 1, best 4 ms) -> shares 0.6 and 0.4; task c alone in
-    # network m -> share 1; task d is not measured (a teacher-ranked program) -> weight 1.
-    keys = ["a", "a", "b", "c", "d"]
-    catalogue = {"a": {"networks": {"n": 2}}, "b": {"networks": {"n": 1}}, "c": {"networks": {"m": 1}}, "d": {}}
-    latencies = np.array([[3e-3], [5e-3], [4e-3], [1e-3], [np.nan]])
-    weights = network_share_weights(keys, catalogue, latencies)[:, 0]
-    root = np.sqrt([0.6, 0.4, 1.0])
-    np.testing.assert_allclose(weights, [*(root / root.mean())[[0, 0, 1, 2]], 1.0], rtol=1e-6)
-
-
-def test_network_share_weighting_reaches_the_loss(collected, host_platform, monkeypatch):
-    from tlp.model import losses
-    from tlp.model.task_weights import network_share_weights
-
-    dataset, _ = collected
-    programs = load_programs(dataset, host_platform.id)
-    # The fixture's two operators are each a workload of their own (share 1 each): make them one network's tasks.
-    programs = dataclasses.replace(programs, catalogue={key: {**entry, "networks": {"net": 1}}
-                                                        for key, entry in programs.catalogue.items()})
-    expected = set(np.round(network_share_weights(programs.task_keys, programs.catalogue,
-                                                  programs.latencies[:, None])[:, 0], 5).tolist())
-    seen: set[float] = set()
-
-    def recording(scores, labels, group_ids, task_weight=None):
-        seen.update(np.round(task_weight.numpy(), 5).tolist())
-        return losses.listwise_loss(scores, labels, group_ids, task_weight)
-
-    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
-    model = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
-                     train_config=TrainConfig(epochs=1, val_fraction=0.3, loss="listwise",
-                                              task_weighting="network-share"))
-    model.fit(programs, progress=False)
-    assert len(expected) > 1 and seen and seen <= expected
-    with pytest.raises(ValueError, match="task_weighting"):
-        TLPModel(train_config=TrainConfig(epochs=1, task_weighting="heavy")).fit(programs, progress=False)
+def test_training_refuses_a_loss_it_does_not_have(trained):
+    _, programs, _ = trained
+    for removed in ("listwise", "soft-listwise", "listwise+pairwise", "mse"):
+        expected = re.escape(f"loss must be one of lambdarank, soft-listwise+slowdown, got '{removed}'")
+        with pytest.raises(ValueError, match=expected):
+            TLPModel(train_config=TrainConfig(epochs=1, loss=removed)).fit(programs, progress=False)
 
 
 def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(collected, host_platform, trained,
@@ -181,7 +185,7 @@ def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(colle
     groups = data.group_ids()
     # alpha 0: within each task, softmax(targets / T) is softmax(teacher scores); alpha 1: the measured target.
     for alpha, expected_logits in ((0.0, scores[:, 0]), (1.0, data.labels()[:, 0] / 0.3)):
-        targets = distillation_targets(data, scores, "soft-listwise", alpha)[:, 0]
+        targets = distillation_targets(data, scores, "soft-listwise+slowdown", alpha)[:, 0]
         for group in np.unique(groups):
             rows = groups == group
             got, want = np.exp(targets[rows] / 0.3), np.exp(expected_logits[rows] - expected_logits[rows].max())
@@ -189,16 +193,16 @@ def test_distillation_targets_are_the_teachers_ranking_and_train_a_student(colle
     with pytest.raises(DistillationError, match="listwise"):
         distillation_targets(data, scores, "lambdarank")
     # The student trains on the targets (a loss that records what it is given) and validates on latencies.
-    targets = distillation_targets(data, scores, "listwise")
+    targets = distillation_targets(data, scores, "soft-listwise+slowdown")
     given: list[float] = []
 
-    def recording(scores, labels, group_ids, task_weight=None):
+    def recording(scores, labels, group_ids):
         given.extend(labels.tolist())
-        return losses.listwise_loss(scores, labels, group_ids, task_weight)
+        return losses.soft_listwise_loss(scores, labels, group_ids)
 
-    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    monkeypatch.setitem(losses.MEASURED_TERMS, "soft-listwise+slowdown", (recording, losses.expected_slowdown_loss))
     student = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
-                       train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="listwise", seed=1))
+                       train_config=TrainConfig(epochs=2, val_fraction=0.3, loss="soft-listwise+slowdown", seed=1))
     history = student.fit(data, progress=False, targets=targets)
     assert len(history.epochs) == 2 and np.isfinite(history.best_val_top1)
     distance = lambda values, pool: np.abs(np.array(values)[:, None] - pool[None, :]).min(axis=1)  # noqa: E731
@@ -215,21 +219,18 @@ def test_distilling_with_the_slowdown_term_feeds_it_measured_labels_only(trained
     teacher, programs, _ = trained
     measured, both = _with_unmeasured_copy(_featurized(teacher, programs))
     targets = distillation_targets(both, ensemble_scores([teacher], both), "soft-listwise+slowdown", alpha=0.5)
-    # the targets are written for the listwise part's temperature (0.3), as for plain soft-listwise
-    assert np.allclose(targets, distillation_targets(both, ensemble_scores([teacher], both), "soft-listwise", 0.5))
     listwise_given: list[float] = []
     slowdown_given: list[tuple[float, int]] = []
 
-    def listwise(scores, labels, group_ids, task_weight=None):
+    def listwise(scores, labels, group_ids):
         listwise_given.extend(labels.tolist())
-        return losses.listwise_loss(scores, labels, group_ids, task_weight, temperature=0.3)
+        return losses.soft_listwise_loss(scores, labels, group_ids)
 
-    def slowdown(scores, labels, group_ids, task_weight=None):
+    def slowdown(scores, labels, group_ids):
         slowdown_given.extend(zip(labels.tolist(), group_ids.tolist()))
-        return losses.expected_slowdown_loss(scores, labels, group_ids, task_weight)
+        return losses.expected_slowdown_loss(scores, labels, group_ids)
 
-    monkeypatch.setitem(losses.LOSSES, "soft-listwise", listwise)
-    monkeypatch.setitem(losses.MEASURED_TERMS, "soft-listwise+slowdown", ("soft-listwise", slowdown))
+    monkeypatch.setitem(losses.MEASURED_TERMS, "soft-listwise+slowdown", (listwise, slowdown))
     student = TLPModel(teacher.featurizer.config, ModelConfig(hidden=16, heads=2),
                        TrainConfig(epochs=1, val_fraction=0.5, loss="soft-listwise+slowdown", seed=2))
     student.fit(both, progress=False, targets=targets)
@@ -258,21 +259,22 @@ def test_unmeasured_programs_train_on_the_teachers_ranking_and_never_validate(tr
 
     teacher, programs, _ = trained
     measured, both = _with_unmeasured_copy(_featurized(teacher, programs))
-    targets = distillation_targets(both, ensemble_scores([teacher], both), "listwise", alpha=0.5)
+    loss = "soft-listwise+slowdown"
+    targets = distillation_targets(both, ensemble_scores([teacher], both), loss, alpha=0.5)
     assert np.isfinite(targets).all()  # unmeasured tasks: the teacher's ranking alone
     half = len(measured.task_keys)
-    assert np.allclose(targets[half:], distillation_targets(both, ensemble_scores([teacher], both), "listwise",
+    assert np.allclose(targets[half:], distillation_targets(both, ensemble_scores([teacher], both), loss,
                                                             alpha=0.0)[half:], atol=1e-5)
-    assert np.isnan(distillation_targets(both, ensemble_scores([teacher], both), "listwise", alpha=1.0)[half:]).all()
+    assert np.isnan(distillation_targets(both, ensemble_scores([teacher], both), loss, alpha=1.0)[half:]).all()
     trained_on: set[int] = set()
 
-    def recording(scores, labels, group_ids, task_weight=None):
+    def recording(scores, labels, group_ids):
         trained_on.update(group_ids.tolist())
-        return losses.listwise_loss(scores, labels, group_ids, task_weight)
+        return losses.soft_listwise_loss(scores, labels, group_ids)
 
-    monkeypatch.setitem(losses.LOSSES, "listwise", recording)
+    monkeypatch.setitem(losses.MEASURED_TERMS, loss, (recording, losses.expected_slowdown_loss))
     student = TLPModel(teacher.featurizer.config, ModelConfig(hidden=16, heads=2),
-                       TrainConfig(epochs=1, val_fraction=0.5, loss="listwise", seed=2))
+                       TrainConfig(epochs=1, val_fraction=0.5, loss=loss, seed=2))
     student.fit(both, progress=False, targets=targets)
     groups = both.group_ids()
     unmeasured_groups = set(groups[half:].tolist())

@@ -75,7 +75,7 @@ def test_cost_model_predict_equals_the_straightforward_path(name, batches, host_
             assert np.abs(fast - expected).max() < TOLERANCE
 
 
-@pytest.mark.parametrize("arch", ["attention", "lstm", "transformer"])
+@pytest.mark.parametrize("arch", ["attention", "lstm"])
 def test_scorers_equal_the_network_forward(arch, batches):
     """Any weights: the scorers compute the network's function, with padding, duplicates and an empty trace."""
     featurizer = TLPModel.load(_shipped()).featurizer
@@ -94,7 +94,7 @@ def test_scorers_equal_the_network_forward(arch, batches):
     x = torch.from_numpy(features)
     with torch.no_grad():
         expected = torch.stack([net(x, 0), net(x, 1)], dim=1).numpy()
-    fast = {"attention": AttentionScorer, "lstm": LSTMScorer, "transformer": ChunkedScorer}[arch]
+    fast = {"attention": AttentionScorer, "lstm": LSTMScorer}[arch]
     scorers = [cls(net, chunk=7, workers=workers) for cls in {ChunkedScorer, fast} for workers in (1, 2)]
     for scorer in scorers:
         scores = scorer.scores(x, (0, 1))
@@ -107,9 +107,8 @@ def test_scorers_equal_the_network_forward(arch, batches):
     for cls in {AttentionScorer, LSTMScorer} - {fast}:  # a scorer written out for another architecture refuses
         with pytest.raises(ValueError, match="networks, not"):
             cls(net)
-    if fast is ChunkedScorer:  # no bfloat16 path: asking for one is an error, not a silent fp32
-        with pytest.raises(ValueError):
-            scorer_for(net, precision="bf16")
+    with pytest.raises(ValueError):  # the generic scorer has no bfloat16 path: an error, not a silent fp32
+        ChunkedScorer(net, precision="bf16")
 
 
 @pytest.mark.parametrize("name, arch", [("tlp-cpu-small", "attention"), ("tlp-cpu", "lstm")])

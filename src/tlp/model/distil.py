@@ -5,11 +5,12 @@ alike spans 0.27-0.66 on the Zen 4 held-out networks), and the mean of seven see
 them (0.710) but costs seven networks per candidate in the search. A student trained on the ensemble's mean scores
 costs one (``benchmarks/README.md``, "Distilling the seed ensemble").
 
-The teachers' mean score of each program becomes its target: within a task, the student's listwise loss pulls
-softmax(student scores) towards ``alpha`` x softmax(measured labels / T) + (1 - alpha) x softmax(teacher mean).
-Written as labels for the listwise losses (which compare softmax(labels / T) with softmax(scores)) that is
-``T x log(mixture)``, so the training loop and the losses stay as they are; validation and early stopping still use
-the measured latencies.
+The teachers' mean score of each program becomes its target: within a task, the listwise part of the student's
+loss (``soft-listwise+slowdown``) pulls softmax(student scores) towards ``alpha`` x softmax(measured labels / T) +
+(1 - alpha) x softmax(teacher mean). Written as labels for that listwise part (which compares softmax(labels / T)
+with softmax(scores)) that is ``T x log(mixture)``, so the training loop and the losses stay as they are; the
+slowdown term reads the measured labels only (``tlp.model.losses.MEASURED_TERMS``), and validation and early
+stopping use the measured latencies.
 
 A *transfer set* (:func:`with_transfer_set`) adds random draws of operator shapes no training task has, which only
 the teachers rank: on the Zen 4 it lifted the students' held-out TenSet top-1 from 0.632 to 0.663 (median of four

@@ -89,7 +89,8 @@ class TLPEnsemble(CompositeModel):
         if not isinstance(members, list) or len(members) != meta.get("members"):
             raise CheckpointError(f"{path}: an ensemble checkpoint whose members are missing or not "
                                   f"{meta.get('members')} as its description says")
-        loaded = [checkpoint.from_payload(member, f"{path} (member {number})") for number, member in enumerate(members, 1)]
+        loaded = [checkpoint.from_payload(member, f"{path} (member {number})")
+                  for number, member in enumerate(members, 1)]
         if not all(isinstance(m, TLPModel) for m in loaded):
             raise CheckpointError(f"{path}: an ensemble's members are single networks")
         return TLPEnsemble(loaded, {k: v for k, v in meta.items() if k not in ("format", "tlp_version")})

@@ -25,14 +25,16 @@ from tlp.model import checkpoint
 from tlp.model.checkpoint import SINGLE_DECODER_FORMAT, SINGLE_FORMAT, CheckpointError
 from tlp.model.inference import scorer_for
 from tlp.model.losses import LOSSES, MEASURED_TERMS
-from tlp.model.network import ModelConfig, TLPNet
-from tlp.model.task_weights import task_weights
+from tlp.model.network import ARCHS, ModelConfig, TLPNet
 
 # What ``save`` writes (CheckpointError is here too, for the modules that import it from here); the formats and
 # which class loads each: tlp.model.checkpoint.
 CHECKPOINT_FORMAT = SINGLE_FORMAT
 
 WEIGHTS = ("best", "average")
+# TrainConfig fields that are gone, with the value every checkpoint had while their option was off (such a
+# checkpoint loads; one that used the option is refused, naming it: tlp.model.checkpoint.config_from_json).
+REMOVED_TRAIN_FIELDS = {"task_weighting": ("uniform", "task weighting by network share")}
 
 
 @dataclass
@@ -41,7 +43,7 @@ class TrainConfig:
     tasks_per_batch: int = 8
     lr: float = 7e-4
     weight_decay: float = 1e-6
-    loss: str = "lambdarank"
+    loss: str = "lambdarank"  # a key of tlp.model.losses.LOSSES: lambdarank | soft-listwise+slowdown
     patience: int = 10
     val_fraction: float = 0.15
     seed: int = 0
@@ -55,9 +57,6 @@ class TrainConfig:
     # Why: held-out TenSet tasks are mostly 32 random draws, while search-rich training tasks hold thousands of
     # programs bunched near the best; a subset of a big task is a ranking problem shaped like the held-out ones.
     programs_per_task: int = 0
-    # How much each task counts in the loss: "uniform", or "network-share" (a task's share of its network's time:
-    # the heavy tasks that decide TenSet's top-1 of a network count more; tlp.model.task_weights).
-    task_weighting: str = "uniform"
 
 
 @dataclass
@@ -329,6 +328,8 @@ class TLPModel:
         cfg = self.train_config
         if cfg.weights not in WEIGHTS:
             raise ValueError(f"TrainConfig.weights must be one of {', '.join(WEIGHTS)}, got {cfg.weights!r}")
+        if cfg.loss not in LOSSES:
+            raise ValueError(f"TrainConfig.loss must be one of {', '.join(LOSSES)}, got {cfg.loss!r}")
         features = torch.from_numpy(data.featurize(self.featurizer))
         measured_labels = torch.from_numpy(data.labels())
         labels = measured_labels if targets is None else torch.from_numpy(targets.astype(np.float32))
@@ -336,8 +337,6 @@ class TLPModel:
         # Programs with a target but no measurement (a teacher's ranking of unmeasured programs) train; only measured
         # ones validate, so validation tasks are drawn among the tasks with a measurement.
         trainable = measured if targets is None else measured | ~np.isnan(targets)
-        weights = task_weights(data, cfg.task_weighting)
-        weight_tensor = None if weights is None else torch.from_numpy(weights)
         lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
         groups = data.group_ids()
         tasks = np.unique(groups)
@@ -359,8 +358,7 @@ class TLPModel:
         if targets is not None and cfg.loss in MEASURED_TERMS:
             # Distilling with a loss whose second term needs latencies: the targets feed the listwise part, the
             # measured labels the other (tlp.model.losses.MEASURED_TERMS).
-            target_loss, measured_term = MEASURED_TERMS[cfg.loss]
-            loss_fn = LOSSES[target_loss]
+            loss_fn, measured_term = MEASURED_TERMS[cfg.loss]
         history = TrainHistory()
         best_state, since_best = None, 0
         # weights="average": a running sum (float64) restarted at each new best epoch, kept instead of a copy of the
@@ -390,13 +388,12 @@ class TLPModel:
                         continue
                     r = torch.from_numpy(rows).to(device)
                     scores = self.net.score(h[r], padding[r], head)
-                    weight = None if weight_tensor is None else weight_tensor[index[rows], column].to(device)
-                    term = loss_fn(scores, labels[index[rows], column].to(device), g[r], weight)
+                    term = loss_fn(scores, labels[index[rows], column].to(device), g[r])
                     on = np.nonzero(measured[index[rows], column])[0] if measured_term is not None else rows[:0]
                     if len(on) >= 2:
                         o = torch.from_numpy(on).to(device)
                         term = term + measured_term(scores[o], measured_labels[index[rows[on]], column].to(device),
-                                                    g[r][o], None if weight is None else weight[o])
+                                                    g[r][o])
                     loss = term if loss is None else loss + term
                 if loss is None or not loss.requires_grad:
                     continue
@@ -571,13 +568,20 @@ class TLPModel:
         if meta.get("feature_version") != expected:
             raise CheckpointError(f"{path}: made with feature version {meta.get('feature_version')}, this TLP "
                                   f"featurizes with version {expected}; retrain or use a matching TLP")
-        train_config = checkpoint.config_from_json(TrainConfig, meta.get("train_config", {}), path)
+        train_config = checkpoint.config_from_json(TrainConfig, meta.get("train_config", {}), path,
+                                                   REMOVED_TRAIN_FIELDS)
         if train_config.loss not in LOSSES:  # online fine-tuning trains with the checkpoint's own loss
             raise CheckpointError(f"{path}: trained with loss {train_config.loss!r}, which this TLP does not have "
                                   f"({', '.join(LOSSES)})")
         model_config = checkpoint.config_from_json(ModelConfig, meta["model_config"], path)
+        if model_config.arch not in ARCHS:
+            raise CheckpointError(f"{path}: a network of architecture {model_config.arch!r}, which this TLP does not "
+                                  f"have ({', '.join(ARCHS)})")
         model = TLPModel(model_config=model_config, train_config=train_config)
-        model.featurizer = featurizer_from_json(meta["featurizer"])
+        try:
+            model.featurizer = featurizer_from_json(meta["featurizer"])
+        except ValueError as error:  # a feature option this TLP no longer has
+            raise CheckpointError(f"{path}: {error}") from None
         if len(model.featurizer.kinds) != model.model_config.kind_vocab or len(
                 model.featurizer.strings) != model.model_config.string_vocab:
             raise CheckpointError(f"{path}: the stored vocabulary does not match the network's embedding tables")

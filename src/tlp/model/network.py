@@ -6,8 +6,9 @@ post-processing flag) through a linear layer; the two are added to form one vect
 
 - ``attention`` (TLP, ASPLOS'23): per-primitive MLP encoder -> multi-head self-attention with a residual ->
   residual MLP blocks -> per-primitive decoder to a scalar, summed over the sequence;
-- ``lstm``: the same encoder and decoder around a bidirectional LSTM;
-- ``transformer``: the same encoder and decoder around a small pre-norm transformer encoder.
+- ``lstm``: the same encoder and decoder around a bidirectional LSTM (the shipped model's).
+
+A pre-norm transformer encoder was tried in their place and ranked worst of the three (git history).
 
 The score ranks programs of one task: higher means faster (it is trained against normalized throughput).
 Padding rows (kind id 0) are masked out of attention and out of the sum.
@@ -28,15 +29,18 @@ from torch import nn
 from tlp.features.featurizer import FeatureConfig
 
 
+ARCHS = ("attention", "lstm")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Architecture of the network. Stored in checkpoints."""
 
-    arch: str = "attention"  # attention | lstm | transformer
+    arch: str = "attention"  # attention | lstm (ARCHS)
     hidden: int = 256
     heads: int = 8
     residual_blocks: int = 2
-    layers: int = 2  # lstm / transformer depth
+    layers: int = 2  # lstm depth
     kind_vocab: int = 64
     string_vocab: int = 4096
     id_embedding: int = 32
@@ -96,12 +100,8 @@ class TLPNet(nn.Module):
             self.attention = nn.MultiheadAttention(hidden, config.heads, dropout=config.dropout, batch_first=True)
         elif config.arch == "lstm":
             self.lstm = nn.LSTM(hidden, hidden // 2, num_layers=config.layers, batch_first=True, bidirectional=True)
-        elif config.arch == "transformer":
-            layer = nn.TransformerEncoderLayer(hidden, config.heads, 2 * hidden, config.dropout, batch_first=True,
-                                               norm_first=True)
-            self.transformer = nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
         else:
-            raise ValueError(f"unknown architecture {config.arch!r} (attention, lstm, transformer)")
+            raise ValueError(f"unknown architecture {config.arch!r} ({', '.join(ARCHS)})")
         self.blocks = nn.Sequential(*[ResidualBlock(hidden) for _ in range(config.residual_blocks)])
         self.heads = nn.ModuleList([self._new_head() for _ in range(num_heads)])
 
@@ -138,7 +138,7 @@ class TLPNet(nn.Module):
             safe = padding & ~padding.all(dim=1, keepdim=True)
             attended, _ = self.attention(h, h, h, key_padding_mask=safe, need_weights=False)
             h = h + attended
-        elif self.config.arch == "lstm":
+        else:  # lstm
             # Packing keeps the backward direction from reading the padding after the trace's end.
             lengths = (~padding).sum(dim=1).clamp_min(1).cpu()
             if bool((lengths == h.shape[1]).all()):
@@ -147,6 +147,4 @@ class TLPNet(nn.Module):
                 packed = nn.utils.rnn.pack_padded_sequence(h, lengths, batch_first=True, enforce_sorted=False)
                 h, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
                                                         total_length=h.shape[1])
-        else:
-            h = self.transformer(h, src_key_padding_mask=padding & ~padding.all(dim=1, keepdim=True))
         return self.blocks(h), padding
