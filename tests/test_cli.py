@@ -98,13 +98,11 @@ def test_train_refuses_distil_alpha_without_teachers(tmp_path):
     assert result.returncode == 2 and "transfer_shapes needs teachers" in result.stderr
 
 
-def test_train_loss_choices_are_the_library_losses():
-    # The parser lists the losses itself (building it must not import torch); this keeps the two lists in step.
-    from tlp.cli import build_parser
+def test_train_settings_name_the_choices_before_any_data_is_read(tmp_path):
     from tlp.model.losses import LOSSES
+    from tlp.model.network import ARCHS
 
-    from tlp.model.task_weights import TASK_WEIGHTINGS
-
-    actions = {a.dest: a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions}
-    assert set(actions["loss"].choices) == set(LOSSES)
-    assert set(actions["task_weighting"].choices) == set(TASK_WEIGHTINGS)
+    bad_loss = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--set", "loss=mse")
+    assert bad_loss.returncode == 2 and all(loss in bad_loss.stderr for loss in LOSSES), bad_loss.stderr
+    bad_arch = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"), "--set", "arch=transformer")
+    assert bad_arch.returncode == 2 and all(arch in bad_arch.stderr for arch in ARCHS), bad_arch.stderr

@@ -90,86 +90,6 @@ def test_the_search_scores_with_the_ensemble_and_fine_tunes_every_member(collect
     for member, state in zip(cost_model.model.members, before):
         assert any(not torch.equal(state[k], v) for k, v in member.net.state_dict().items())
 
-    # backbones=1: the first member learns whole, the second only the platform's head
-    cheap = TLPCostModel(str(out), OnlineTuning(steps=2, lr=1e-3, backbones=1), target=host_platform.target)
-    cheap.predict(context, batch)
-    before = [{k: v.clone() for k, v in m.net.state_dict().items()} for m in cheap.model.members]
-    cheap.update(context, candidates, [ms.runner.RunnerResult(p.run_secs, None) for p in measured])
-    assert cheap.fine_tune_steps == 4
-    changed = [{k for k, v in m.net.state_dict().items() if not torch.equal(state[k], v)}
-               for m, state in zip(cheap.model.members, before)]
-    assert any(not k.startswith("heads.") for k in changed[0])
-    assert changed[1] and all(k.startswith(f"heads.{cheap.head}.") for k in changed[1])
-
-
-class _RecordingChooser:
-    """The real TLP cost model, keeping what the first round asked it (the pool its picks come from)."""
-
-    def __init__(self, cost_model):
-        self.cost_model, self.pools = cost_model, []
-
-    def predict(self, context, candidates):
-        return self.cost_model.predict(context, candidates)
-
-    def first_choices(self, context, candidates):
-        self.pools.append(list(candidates))
-        return self.cost_model.first_choices(context, candidates)
-
-
-def test_a_first_round_measures_the_models_best_then_a_members_own_first_choice(members, tiny_tasks, host_platform):
-    from tlp.search.first_round import MEMBER_POOL, FirstRoundSearch
-
-    _, out = members
-    task = next(t for t in tiny_tasks if t.name == "dense_64x64x64")
-    cost_model = TLPCostModel(str(out), target=host_platform.target)
-    chooser = _RecordingChooser(cost_model)
-    strategy = FirstRoundSearch(population_size=64, first_batch=2, member_picks=1, chooser=chooser)
-    context = tune_context(task, host_platform.target, strategy, rand_state=3)
-    spaces = context.space_generator.generate_design_space(context.mod)
-    database = ms.database.MemoryDatabase()
-    strategy.pre_tuning(10, 4, spaces, database, cost_model)
-    first = strategy.generate_measure_candidates()
-    assert len(first) == 2 and len(chooser.pools) == 1
-    pool = chooser.pools[0]
-    assert 2 < len(pool) <= MEMBER_POOL  # chosen from more than the two it measures
-    scores = cost_model.predict(context, pool)
-    ranked = list(np.argsort(-scores, kind="stable"))
-    hashes = [structural_hash(c.sch.mod) for c in pool]
-    picked = [hashes.index(structural_hash(c.sch.mod)) for c in first]
-    assert picked[0] == ranked[0]  # the model's best first
-    others = [i for i in cost_model.first_choices(context, pool) if i != ranked[0]]
-    # then the members' own favourite the model ranks highest (the model's next best if they all agree)
-    assert picked[1] == (max(others, key=lambda i: scores[i]) if others else ranked[1])
-    # what the whole ensemble's networks would choose, checked against each member directly
-    features = cost_model.model.featurizer.transform([trace_json(c.sch.trace) for c in pool],
-                                                     [cost_model._task(context).extents] * len(pool))
-    assert cost_model.first_choices(context, pool) == list(dict.fromkeys(
-        int(np.argmax(m.predict_features(features, cost_model.head))) for m in cost_model.model.members))
-    strategy.notify_runner_results(first, [ms.runner.RunnerResult([1e-5], None) for _ in first])
-    rest = strategy.generate_measure_candidates()  # full batches after the first round, nothing measured twice
-    assert len(rest) == 4 and not {structural_hash(c.sch.mod) for c in rest} & {hashes[i] for i in picked}
-    strategy.post_tuning()
-    assert strategy._inst.clone().member_picks == 1
-    with pytest.raises(ValueError, match="member_picks must be between 0 and first_batch - 1"):
-        FirstRoundSearch(8, 2, member_picks=2, chooser=cost_model)
-    with pytest.raises(ValueError, match="need the TLP cost model"):
-        FirstRoundSearch(8, 2, member_picks=1, chooser=ms.cost_model.RandomModel())
-
-
-def test_tlp_tune_takes_first_round_member_picks_with_an_ensemble(members, tmp_path):
-    _, out = members
-    work = tmp_path / "work"
-    run = tlp_cli(["tune", "dense_64x64x64", "--model", str(out), "--work-dir", str(work), "--trials", "6",
-                   "--trials-per-iter", "4", "--population", "32", "--first-round-trials", "2",
-                   "--first-round-member-picks", "1", "--json"])
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
-    assert report["trials"] == 6 and report["tasks"][0]["best_latency_s"] > 0
-    batches = [json.loads(line) for line in (work / "history.jsonl").read_text().splitlines()]
-    # a first round of 2, then a batch (up to 4: candidates measured in the first round are not measured again)
-    first, second = [b["trials"] for b in batches if "trials" in b][:2]
-    assert first == 2 and 2 < second <= 6
-
 
 def test_members_that_cannot_be_read_together_are_refused(collected, host_platform, members, tmp_path):
     dataset, _ = collected
@@ -243,7 +163,7 @@ def test_a_cascade_reorders_only_the_first_stages_top_by_the_ensemble(collected,
     first.save(tmp_path / "first.pt")
     out = tmp_path / "cascade.pt"
     run = tlp_cli(["train", "--ensemble-of", *map(str, paths), "--first-stage", str(tmp_path / "first.pt"),
-                   "--rescore-least", "4", "--out", str(out)])
+                   "--set", "rescore_least=4", "--out", str(out)])
     assert run.returncode == 0, run.stderr
     cascade = TLPModel.load(out)
     assert isinstance(cascade, TLPCascade) and cascade.least == 4 and len(cascade.second.members) == 2
@@ -281,7 +201,7 @@ def test_a_cascade_reorders_only_the_first_stages_top_by_the_ensemble(collected,
     result = tlp_cli(["train", "--first-stage", str(tmp_path / "first.pt"), "--out", str(tmp_path / "x.pt")])
     assert result.returncode == 2 and "--ensemble-of" in result.stderr and not (tmp_path / "x.pt").exists()
     result = tlp_cli(["train", "--ensemble-of", *map(str, paths), "--first-stage", str(tmp_path / "first.pt"),
-                      "--rescore-least", "0", "--out", str(tmp_path / "x.pt")])
+                      "--set", "rescore_least=0", "--out", str(tmp_path / "x.pt")])
     assert result.returncode == 2 and "at least 1" in result.stderr and not (tmp_path / "x.pt").exists()
     with pytest.raises(CheckpointError, match="cannot read the second stage's features"):
         TLPCascade(TLPModel.load(paths[0]), TLPModel.load(tmp_path / "first.pt"))  # a longer crop first

@@ -38,7 +38,8 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, TrainSettings]:
     """ModelConfig, TrainConfig and TrainSettings from the options and ``--set`` pairs."""
     # pylint: disable=import-outside-toplevel
     from tlp.model.estimator import TrainConfig
-    from tlp.model.network import ModelConfig
+    from tlp.model.losses import LOSSES
+    from tlp.model.network import ARCHS, ModelConfig
     from tlp.settings import apply_settings, parse_pairs
 
     model, train, opts = ModelConfig(), TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device), \
@@ -47,6 +48,9 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, TrainSettings]:
                                         reserved=OWN_OPTIONS)
     if train.patience < 1:
         raise TLPError(f"tlp train: patience must be at least 1 epoch, got {train.patience}")
+    if train.loss not in LOSSES or model.arch not in ARCHS:  # before the dataset is read and featurized
+        raise TLPError(f"tlp train: loss {train.loss!r} / arch {model.arch!r}: losses are {', '.join(LOSSES)}; "
+                       f"archs {', '.join(ARCHS)}")
     return model, train, opts
 
 
