@@ -117,6 +117,10 @@ def test_no_import_cycle_among_the_model_modules():
     assert [c for c in cycles(graph) if any(m.startswith("tlp.model.") for m in c)] == []
 
 
+def test_no_import_cycle_anywhere_in_tlp():
+    assert cycles(import_graph()) == []
+
+
 def test_checkpoint_formats_name_loaders_that_exist():
     import importlib
 

@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tlp import TLPError
-
-if TYPE_CHECKING:
-    from tlp.tune.run import TuneConfig
 
 
 class _FromPreset:
@@ -73,8 +70,9 @@ def preset_settings(name: str, library: str | None = None) -> dict[str, Any]:
     return settings
 
 
-def resolve(config: TuneConfig, target_json: dict[str, Any]) -> TuneConfig:
-    """``config`` with every setting left to the preset filled in, checked (:func:`validate`)."""
+def resolve(config: Any, target_json: dict[str, Any]) -> Any:
+    """``config`` (a :class:`tlp.tune.TuneConfig`; typed loosely, as tlp.tune imports this module) with every setting
+    left to the preset filled in, checked (:func:`validate`)."""
     from tlp.dataset.store import DEFAULT_DATASET  # pylint: disable=import-outside-toplevel
     from tlp.platform import Platform, parse_target  # pylint: disable=import-outside-toplevel
 
@@ -98,7 +96,7 @@ def resolve(config: TuneConfig, target_json: dict[str, Any]) -> TuneConfig:
     return resolved
 
 
-def validate(config: TuneConfig) -> None:
+def validate(config: Any) -> None:
     """One-line errors for settings that cannot work together, before anything is built or measured."""
     def fail(message: str) -> None:
         raise TLPError(f"tune settings: {message}")
