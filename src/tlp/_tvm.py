@@ -40,8 +40,23 @@ def _intrin_families() -> tuple[str, ...]:
     return ("x86",)
 
 
-def register_tensor_intrinsics(target_kind: str = "llvm") -> None:
-    """Register the tensor intrinsics that schedules for ``target_kind`` can use, and no others."""
+_REGISTERED_FAMILIES: set[str] = set()
+
+
+def register_tensor_intrinsics(target: Any = "llvm") -> None:
+    """Register the tensor intrinsics that schedules for ``target`` (a kind name, a JSON dict or a TVM Target) can
+    use, and no others. Call it before a ``TuneContext`` of a CUDA target is made (its schedule rules name the
+    WMMA intrinsics: "TensorIntrin 'wmma_fill_16x16x16_f32' is not registered") or a CUDA trace is replayed;
+    the first call for CUDA takes ~15 s, later ones nothing."""
+    if isinstance(target, str):
+        target_kind = target
+    elif isinstance(target, dict):
+        target_kind = str(target.get("kind", "llvm"))
+    else:
+        target_kind = str(target.kind.name)
+    families = ("cuda",) if target_kind == "cuda" else _intrin_families()
+    if _REGISTERED_FAMILIES.issuperset(families):
+        return
     import tvm.s_tir  # pylint: disable=import-outside-toplevel
 
     package = sys.modules.get(_INTRIN_PACKAGE)
@@ -52,9 +67,9 @@ def register_tensor_intrinsics(target_kind: str = "llvm") -> None:
         package.__package__ = _INTRIN_PACKAGE
         sys.modules[_INTRIN_PACKAGE] = package
         tvm.s_tir.tensor_intrin = package  # type: ignore[attr-defined]
-    families = ("cuda",) if target_kind == "cuda" else _intrin_families()
     for family in families:
         importlib.import_module(f"{_INTRIN_PACKAGE}.{family}")
+        _REGISTERED_FAMILIES.add(family)
 
 
 register_tensor_intrinsics()

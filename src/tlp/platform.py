@@ -94,6 +94,20 @@ def host_fingerprint() -> dict[str, Any]:
     }
 
 
+def machine_fingerprint(target: dict[str, Any]) -> dict[str, Any]:
+    """What identifies this machine for programs of ``target``: its GPU for a CUDA target (the platform is named
+    after it, not after the host CPU), else its CPU (:func:`host_fingerprint`)."""
+    if target.get("kind") == "cuda":
+        from tlp.gpu import GPUError, detect_gpu  # pylint: disable=import-outside-toplevel
+
+        gpu = detect_gpu()
+        if gpu is None:
+            raise GPUError("these records are for a CUDA target, and this machine has no visible GPU to name their "
+                           "platform after: import them on the GPU's machine, or describe it with --hardware")
+        return gpu
+    return host_fingerprint()
+
+
 # LLVM CPU features whose absence on the host makes code compiled for a target crash (SIGILL), not just slow.
 _ISA_FEATURE = re.compile(r"^(sse4\.[12]|avx\w*|fma|f16c|amx[\w-]*)$")
 
@@ -102,8 +116,14 @@ def check_runs_here(target: dict[str, Any]) -> None:
     """Refuse an LLVM target whose instruction set this CPU lacks (an AVX-512 target on an AVX2 host).
 
     Such programs would die with an illegal instruction at run time, after minutes of building, or worse be stored
-    as failures of the program; we say so before anything is built or stored.
+    as failures of the program; we say so before anything is built or stored. A CUDA target needs a GPU whose
+    compute capability matches its ``arch`` and a CUDA compiler (``tlp.gpu.check_gpu_target``).
     """
+    if target.get("kind") == "cuda":
+        from tlp.gpu import check_gpu_target  # pylint: disable=import-outside-toplevel
+
+        check_gpu_target(target)
+        return
     if target.get("kind") != "llvm" or "mcpu" not in target:
         return
     from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
@@ -208,6 +228,10 @@ class Platform:
         # Code for one CPU run on another (an AVX2 target on an AVX-512 host) is a platform of its own: say so.
         host = self.hardware.get("llvm_cpu")
         host_part = f"-on-{host}" if host and host != cpu else ""
+        if self.hardware.get("gpu_name"):  # a GPU platform is named after its GPU (cuda-sm_90-h200-...)
+            from tlp.gpu import gpu_slug  # pylint: disable=import-outside-toplevel
+
+            host_part = f"-{gpu_slug(self.hardware['gpu_name'])}"
         prefix = "ansor-" if ansor else ""
         return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{kind}-{cpu}{core_part}{host_part}-{digest}")
 
@@ -225,10 +249,24 @@ class Platform:
 
     @staticmethod
     def host(target: dict[str, Any] | None = None) -> "Platform":
-        """This machine, with ``target`` (default: the host target) compiled for it."""
+        """This machine, with ``target`` (default: the host target) compiled for it; for a CUDA target, this
+        machine's GPU (:class:`tlp.gpu.GPUError` without one, or without a CUDA compiler)."""
+        if target is not None and target.get("kind") == "cuda":
+            from tlp.gpu import check_gpu_target  # pylint: disable=import-outside-toplevel
+
+            return Platform(target=target, hardware=check_gpu_target(target))
         if target is not None:
             check_runs_here(target)
         return Platform(target=target or host_target(), hardware=host_fingerprint())
+
+    @staticmethod
+    def gpu(target: dict[str, Any], name: str, compute_capability: str | None = None,
+            memory_mib: float | None = None) -> "Platform":
+        """A GPU platform from a description of its GPU (no device needed): ``Platform.gpu(target, "NVIDIA H200",
+        "9.0", 143771).id == "cuda-sm_90-h200-<hash>"``, the id ``Platform.host(target)`` gives on that machine."""
+        from tlp.gpu import gpu_hardware  # pylint: disable=import-outside-toplevel
+
+        return Platform(target=target, hardware=gpu_hardware(name, compute_capability, memory_mib))
 
     @staticmethod
     def remote(target: dict[str, Any], rpc_key: str, hardware: str | None = None) -> "Platform":

@@ -37,7 +37,7 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
     from tlp.dataset.importer import import_work_dir
     from tlp.dataset.store import Dataset, DatasetError
     from tlp.dataset.tuning import ORIGINS, add_tuning_run
-    from tlp.platform import host_fingerprint
+    from tlp.platform import machine_fingerprint
     from tlp.tune.sources import tuned_tasks
 
     if args.format == "ansor":
@@ -46,7 +46,8 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
         raise DatasetError("tlp dataset import: one MetaSchedule work directory at a time (several files or folders "
                            "and --task-weights are for --format ansor)")
     dataset, work_dir = Dataset(args.dataset), Path(args.work_dir[0])
-    hardware = host_fingerprint() if args.measured_here else {"description": args.hardware or "unknown"}
+    # measured here: this machine's CPU, or its GPU for CUDA records (known once the records' target is read)
+    hardware = machine_fingerprint if args.measured_here else {"description": args.hardware or "unknown"}
     # A platform the dataset already has: logs measured there (another session's machine) join its programs.
     platform = dataset.store(args.platform).platform if args.platform else None
     # the tuned workload's task names, networks and weights instead of names guessed from the functions

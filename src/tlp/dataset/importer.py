@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from tlp._tvm import ms, structural_hash
+from tlp._tvm import ms, register_tensor_intrinsics, structural_hash
 from tlp.dataset.sampler import program_hash
 from tlp.dataset.store import BadRecord, Dataset, DatasetError, MeasuredProgram, ReadReport, parse_record_line
 from tlp.platform import Platform
@@ -35,14 +35,15 @@ def import_work_dir(
     dataset: Dataset,
     work_dir: Path,
     network: str | None = None,
-    hardware: dict[str, Any] | None = None,
+    hardware: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     platform: Platform | None = None,
     origin_of: Callable[[str], dict[str, Any]] | None = None,
     tasks: list[Task] | None = None,
 ) -> ImportSummary:
     """Import a MetaSchedule work directory into ``dataset``.
 
-    The platform's target is read from the records; the hardware is what the caller says it is (``hardware``),
+    The platform's target is read from the records; the hardware is what the caller says it is (``hardware``; a
+    function of the records' target, such as ``tlp.platform.machine_fingerprint``, for "measured here"),
     because a log file does not say which machine measured it. A caller that knows the platform (``tlp tune``
     measured here) passes ``platform``; the records' target must then be its target.
     ``origin_of(program id)`` gives a program's metadata (default ``{"source": "import"}``; a ``program_hash`` in
@@ -98,6 +99,9 @@ def import_work_dir(
     if len(targets) > 1:
         raise DatasetError(f"{record_file}: records of {len(targets)} different targets; import them separately")
     records_target = _normalize_target(parsed[0][2])
+    register_tensor_intrinsics(records_target)  # CUDA traces replay their tensorize steps
+    if callable(hardware) and platform is None:
+        hardware = hardware(records_target)
     if platform is None:
         platform = Platform(target=records_target, hardware=hardware or {"description": "unknown"})
     elif _normalize_target(platform.target) != records_target:

@@ -21,7 +21,8 @@ from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func as _build
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tlp import TLPError
-from tlp._tvm import alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms, tvm
+from tlp._tvm import (alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms,
+                      register_tensor_intrinsics, tvm)
 from tlp.dataset.store import mean_latency
 
 
@@ -190,11 +191,19 @@ class Measurer:
         self.config = config or MeasureConfig()
         self.target = tvm.target.Target(target)
         self.device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
+        gpu = self.device_type == "cuda"
+        if gpu:
+            from tlp.gpu import use_cuda_compiler  # pylint: disable=import-outside-toplevel
+
+            # Before the build workers start (they inherit the choice): nvcc, else NVRTC, else a GPUError.
+            use_cuda_compiler()
+            register_tensor_intrinsics("cuda")  # stored CUDA traces (remeasure) replay their tensorize steps
         evaluator = ms.runner.EvaluatorConfig(
             number=self.config.number,
             repeat=self.config.repeat,
             min_repeat_ms=self.config.min_repeat_ms,
-            enable_cpu_cache_flush=self.config.cache_flush,
+            # flushing the CPU's caches says nothing about a GPU kernel's time
+            enable_cpu_cache_flush=self.config.cache_flush and not gpu,
         )
         workers = self.config.build_workers or psutil.cpu_count(logical=True) or 1
         self.builder = PersistentBuilder(max_workers=workers, timeout_sec=self.config.build_timeout_s)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlp._tvm import ms, structural_hash, to_plain, tvm
+from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, to_plain, tvm
 from tlp._tvm import trace_json as fast_trace_json
 from tlp.dataset.store import MeasuredProgram
 from tlp.workloads.task import Task
@@ -32,6 +32,7 @@ class CandidateSampler:
     def __init__(self, task: Task, target: dict[str, Any], num_threads: int = 1) -> None:
         self.task = task
         self.target = tvm.target.Target(target)
+        register_tensor_intrinsics(self.target)  # CUDA's schedule rules name its WMMA intrinsics
         self.num_threads = num_threads
         context = self._context("replay-trace", seed=0)
         self.design_spaces = context.generate_design_space()

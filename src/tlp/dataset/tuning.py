@@ -22,7 +22,7 @@ from tlp._tvm import ms
 from tlp.dataset.importer import ImportSummary, import_work_dir
 from tlp.dataset.sampler import program_hash
 from tlp.dataset.store import BadRecord, Dataset, parse_record_line, trace_id
-from tlp.platform import Platform, host_fingerprint
+from tlp.platform import Platform, machine_fingerprint
 from tlp.workloads.task import Task
 
 ORIGINS = "origins.jsonl"
@@ -119,6 +119,6 @@ def add_tuning_run(
         return origins.get(program_id, {"source": SEARCH_SOURCE})
 
     if platform is None:
-        return import_work_dir(dataset, work_dir, network, hardware or host_fingerprint(), origin_of=origin_of,
+        return import_work_dir(dataset, work_dir, network, hardware or machine_fingerprint, origin_of=origin_of,
                                tasks=tasks)
     return import_work_dir(dataset, work_dir, network, platform=platform, origin_of=origin_of, tasks=tasks)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from tlp._tvm import ms, tvm  # first: it keeps TVM from registering every backend's intrinsics (see _tvm.py)
+from tlp._tvm import register_tensor_intrinsics
 from tvm.s_tir.meta_schedule.cost_model.mlp_model import MLPModel, extract_features  # not re-exported by MS
 from tvm.s_tir.meta_schedule.utils import shash2hex
 from tlp.dataset.store import Dataset, DatasetError
@@ -52,6 +53,7 @@ class _TaskReplay:
 
 def replay_context(mod: Any, target: Any, key: str) -> Any:
     """A TuneContext for scoring stored programs of ``mod`` with a MetaSchedule cost model (no search runs in it)."""
+    register_tensor_intrinsics(target)
     return ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="replay-trace",
                           task_name=key, num_threads=1)
 

@@ -28,12 +28,12 @@ from tqdm import tqdm
 import tvm_ffi
 
 from tlp import TLPError
-from tlp._tvm import ms, tvm, unnamed_log_handlers_set_aside
+from tlp._tvm import ms, register_tensor_intrinsics, tvm, unnamed_log_handlers_set_aside
 from tvm.ir.utils import derived_object
 from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.store import Dataset, mean_latency
 from tlp.dataset.tuning import OriginLog, add_tuning_run
-from tlp.platform import Platform, parse_target
+from tlp.platform import Platform, check_runs_here, parse_target
 from tlp.tune.compile_check import check_compiles
 from tlp.search.search_strategy.diverse import StructureDiverseSearch
 from tlp.search.search_strategy.first_round import FirstRoundSearch
@@ -193,6 +193,7 @@ def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
 # ---- tuning ------------------------------------------------------------------------------------------------
 def _contexts(tunable: Tunable, target: Any, work_dir: Path, config: TuneConfig, library: Any = None) -> list[Any]:
     cores = int(target.attrs.get("num-cores", 1)) if hasattr(target, "attrs") else 1
+    register_tensor_intrinsics(target)
     with unnamed_log_handlers_set_aside():
         loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tunable.tasks])
     return [ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
@@ -252,6 +253,7 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     ``work_dir`` (default ``runs/tune/SOURCE-COSTMODEL``) and return the report (also written as ``report.json``).
     Settings resolve as ``tlp tune``'s do: the preset, then ``config``'s own (:func:`tlp.search.presets.resolve`)."""
     config = resolve_settings(config or TuneConfig(), target_json)  # before anything is imported, built or measured
+    check_runs_here(target_json)  # a CUDA target without a GPU or nvcc, an ISA this CPU lacks: one line, now
     tunable = source if isinstance(source, Tunable) else resolve_source(source, target_json, fast_math=config.fast_math)
     if config.top_tasks:
         tunable = tunable.top_tasks(config.top_tasks)

@@ -138,7 +138,17 @@ class TLPCostModel(PyCostModel):
             return 0, None
         info = self.model.meta.get("platform_info") or {}
         chosen, exact = nearest_platform(self.platform, {pid: info.get(pid, {}) for pid in heads})
-        if not exact:
+        kind = self.platform.target.get("kind")
+        chosen_kind = ((info.get(chosen) or {}).get("target", {}).get("kind")
+                       or chosen.removeprefix("ansor-").split("-")[0])
+        if not exact and chosen_kind != kind:
+            # e.g. a CUDA search with the CPU model: its heads never saw a GPU program's cost
+            warnings.warn(f"this TLP model has no head for a {kind} platform (heads: {', '.join(heads)}): the "
+                          f"{chosen_kind} head {chosen} scores {kind} programs, whose costs it never learned, so "
+                          f"its ranking is little better than chance. Collect {kind} data here (tlp collect "
+                          "--target ...) and train a head for it (tlp adapt / tlp train), or tune with "
+                          "--cost-model xgb.", PlatformMismatchWarning, stacklevel=3)
+        elif not exact:
             warnings.warn(f"this TLP model has no head for platform {self.platform.id} (heads: {', '.join(heads)}); "
                           f"scoring with the nearest, {chosen}. Its ranking may be off: run `tlp adapt` on this "
                           "machine (minutes) or enable online fine-tuning (OnlineTuning(steps=...) / tlp tune "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tlp import TLPError, one_line
-from tlp._tvm import ms, structural_hash, tvm
+from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tlp.search.database.shared_schedules import SharedScheduleDatabase
@@ -78,6 +78,7 @@ def _context(task: Task, target: Any, config: PredictionConfig, seed: int) -> An
     strategy = ms.search_strategy.EvolutionarySearch(
         population_size=config.population, init_min_unmeasured=config.population,
         genetic_num_iters=config.genetic_iters, eps_greedy=0.0)
+    register_tensor_intrinsics(target)
     return ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
                           task_name=task.name, rand_state=seed, num_threads=cores)
 

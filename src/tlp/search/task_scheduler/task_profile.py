@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlp._tvm import ms, tvm
+from tlp._tvm import ms, register_tensor_intrinsics, tvm
 from tlp.workloads.task import Task
 
 MIN_SHARE = 0.05  # tasks below this share of the time are not listed (unless among the first few)
@@ -24,6 +24,7 @@ FIXED_WHY = ("its design space holds one program (MetaSchedule's rules have no t
 
 def design_space_decisions(task: Task, target_json: dict[str, Any]) -> tuple[int, int]:
     """(design spaces, the most sampled decisions in any of them) of ``task`` under MetaSchedule's default rules."""
+    register_tensor_intrinsics(target_json)
     context = ms.TuneContext(mod=task.mod, target=tvm.target.Target(target_json),
                              space_generator="post-order-apply", task_name=task.name, num_threads=1)
     spaces = context.space_generator.generate_design_space(task.mod)
