@@ -152,6 +152,9 @@ def test_missing_compiler_and_wrong_arch_are_one_line_errors(monkeypatch, cuda_t
     monkeypatch.setattr(gpu, "_has_nvrtc", lambda: True)  # NVRTC (cuda-bindings) stands in for nvcc
     assert gpu.cuda_compiler() == ("nvrtc", None)
     monkeypatch.setattr(gpu, "detect_gpu", lambda index=0: h200)
+    with pytest.raises(gpu.GPUError, match="CUDA runtime is not loaded"):
+        Platform.host(cuda_target)  # no driver here: TVM's CUDA runtime could not load
+    monkeypatch.setattr(gpu, "cuda_runtime_problem", lambda: None)
     assert Platform.host(cuda_target).id == Platform.gpu(cuda_target, "NVIDIA H200", "9.0", 143771).id
 
 

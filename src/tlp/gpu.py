@@ -154,6 +154,26 @@ def use_cuda_compiler() -> str:
     return mode
 
 
+def cuda_runtime_problem() -> str | None:
+    """Why TVM's CUDA runtime is not loaded in this process (None: it is). TVM loads ``libtvm_runtime_cuda.so``
+    at import and ignores a failure (a missing ``libcudart.so.13`` or ``libcuda.so.1``), after which every run on
+    the GPU fails; this says which library was missing."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+
+    from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
+
+    if tvm_ffi.get_global_func("device_api.cuda", allow_missing=True) is not None:
+        return None
+    import ctypes  # pylint: disable=import-outside-toplevel
+
+    library = os.path.join(os.path.dirname(tvm.base._LOADED_LIBS["tvm_runtime"]._name), "libtvm_runtime_cuda.so")
+    try:
+        ctypes.CDLL(library)
+    except OSError as error:
+        return str(error).splitlines()[0] if str(error) else "libtvm_runtime_cuda.so did not load"
+    return "this TVM has no CUDA runtime (libtvm_runtime_cuda.so) or it did not register"
+
+
 def _arch_capability(arch: str) -> str | None:
     match = re.fullmatch(r"sm_(\d+?)(\d)a?", str(arch))
     return f"{match.group(1)}.{match.group(2)}" if match else None
@@ -174,4 +194,8 @@ def check_gpu_target(target: dict[str, Any], gpu: dict[str, Any] | None = None) 
         raise GPUError(f"target arch {target['arch']!r} (compute capability {wanted}) but this GPU "
                        f"({gpu['gpu_name']}) is {have}: use \"arch\": \"sm_{have.replace('.', '')}\"")
     use_cuda_compiler()  # this process compiles too (tlp tune's compile check, the final network)
+    problem = cuda_runtime_problem()
+    if problem is not None:
+        raise GPUError(f"TVM's CUDA runtime is not loaded ({problem}): put the CUDA runtime TVM was built with "
+                       "(libcudart.so.13) and the driver's libcuda.so.1 on LD_LIBRARY_PATH, e.g. /usr/local/cuda/lib64")
     return gpu
