@@ -90,13 +90,14 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
     assert any(trace_decisions(record.trace) in replayed_decisions for record in measured)
 
 
-def test_a_library_needs_transferred_places(collected):
+def test_a_library_needs_transferred_places(collected, host_platform):
     from tlp import TLPError
-    from tlp.tune.run import TuneConfig, _schedule_library
+    from tlp.search.presets import resolve
+    from tlp.tune.run import TuneConfig
 
     dataset, _ = collected
     with pytest.raises(TLPError, match="set first_round_transferred"):
-        _schedule_library(TuneConfig(transfer_from=str(dataset.path)), {"kind": "llvm"})
+        resolve(TuneConfig(transfer_from=str(dataset.path), first_round_transferred=0), host_platform.target)
 
 
 def _library_summary(library):

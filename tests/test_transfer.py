@@ -108,11 +108,16 @@ def _load(names, host_platform):
     return load_tasks(names, host_platform.target)
 
 
-def test_transferred_places_need_a_first_round(host_platform):
+def test_transferred_places_need_a_first_round_and_a_library(host_platform):
     from tlp import TLPError
-    from tlp.tune.run import TuneConfig, _search_strategy
+    from tlp.search.presets import resolve
+    from tlp.search.search_strategy.first_round import FirstRoundSearch
+    from tlp.tune.run import TuneConfig
 
     with pytest.raises(TLPError, match="first round smaller than a batch"):
-        _search_strategy(TuneConfig(trials_per_iter=8, first_round_transferred=1))
+        resolve(TuneConfig(trials_per_iter=8, first_round_trials=8, first_round_transferred=1, transfer_from="d"),
+                host_platform.target)
     with pytest.raises(ValueError, match="transferred must be between 0 and first_batch"):
-        _search_strategy(TuneConfig(trials_per_iter=8, first_round_trials=1, first_round_transferred=2))
+        FirstRoundSearch(8, 1, transferred=2, library=object())
+    with pytest.raises(ValueError, match="replay a schedule library's programs"):
+        FirstRoundSearch(8, 2, transferred=1)

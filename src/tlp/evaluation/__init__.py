@@ -7,7 +7,7 @@ Also reported: pairwise ranking accuracy within tasks. Every model is trained on
 
 With tuning work directories (``tlp eval --search-runs DIR...``), every model is also scored on what a search sees
 (:mod:`tlp.evaluation.search_metrics`): top-1 among all the runs' measured programs (the headline then: its model
-order agreed best with the measured searches, ``benchmarks/README.md`` "Which evaluation predicts the search"),
+order agreed best with the measured searches),
 among the late rounds' programs, and the regret of its pick in a search population.
 
 TenSet's top-1 comes with a bootstrap interval (:mod:`tlp.evaluation.bootstrap`): each task's programs resampled,
@@ -37,7 +37,7 @@ def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndar
 
 
 # Latency ratios (slower / faster) at which pairwise ordering is reported: a model's "resolution" is how far apart two
-# programs of a task must be before it orders them right (benchmarks/README.md, "a resolution limit").
+# programs of a task must be before it orders them right.
 RATIO_BINS = (1.0, 1.1, 1.25, 1.5, 2.0, np.inf)
 
 

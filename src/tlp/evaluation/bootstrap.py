@@ -2,8 +2,7 @@
 
 The held-out tasks' stored programs are a sample (often 32 random draws) of their design spaces, and a network's
 top-1 sums latencies over its tasks, so one heavy task whose sample happens to hold a catastrophic program the model
-ranks first moves a network's score by 0.1-0.2 (benchmarks/README.md, "The held-out architectures at other input
-sizes"). Resampling each task's programs with replacement and scoring every model on the *same* resamples gives an
+ranks first moves a network's score by 0.1-0.2. Resampling each task's programs with replacement and scoring every model on the *same* resamples gives an
 interval for each model's top-1 and, paired, for the difference between two models: a "+0.05 over XGBoost" claim
 is then something the data can support or not.
 """

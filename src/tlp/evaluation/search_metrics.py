@@ -2,7 +2,7 @@
 
 TenSet's top-k ranks *all* stored programs of a task, most of them random samples of the design space. A search
 asks something else: among the evolved candidates of its late rounds (the good region), which is fastest? This
-module reads MetaSchedule tuning work directories (``tlp tune``, ``benchmarks/search_efficiency.py``), pools the
+module reads MetaSchedule tuning work directories (``tlp tune``), pools the
 measured programs of all runs per tuned workload (the *source*: what was tuned) and task, and scores a model's
 ranking of them with:
 
@@ -49,8 +49,7 @@ DEFAULT_POPULATION = 32
 DEFAULT_DRAWS = 200
 METRICS = ("all_top1", "late_top1", "late_top5", "pick_regret")
 # The metric `tlp eval --search-runs` leads with: the one whose model order agreed best with the measured searches
-# (benchmarks/search_metrics.py, benchmarks/README.md "Which evaluation predicts the search"): with the Zen 4
-# searches added, all-round top-1 (Kendall tau +0.31 over 22 model pairs; late top-1 +0.27, TenSet +0.22, pick
+# (with the Zen 4 searches added): all-round top-1 (Kendall tau +0.31 over 22 model pairs; late top-1 +0.27, TenSet +0.22, pick
 # regret +0.18), which also led on the Zen 4 pairs alone.
 HEADLINE = "all_top1"
 
@@ -255,7 +254,7 @@ def read_search_run(work_dir: str | Path) -> SearchRun:
     config = report.get("config") if isinstance(report.get("config"), dict) else {}
     cost_model = str(config.get("cost_model") or work_dir.name)
     if config.get("online_steps"):
-        cost_model += "-online"  # fine-tuned during the search: named as benchmarks/search_efficiency.py names it
+        cost_model += "-online"  # fine-tuned during the search: named as the search benchmarks name it
     if config.get("model_path"):
         cost_model += f"@{Path(str(config['model_path'])).stem}"
     return SearchRun(work_dir, str(report.get("source") or work_dir.parent.name), cost_model, records,
