@@ -78,6 +78,15 @@ def test_bad_checkpoints_are_clear_errors(trained, tmp_path):
         TLPModel.load(tmp_path / "junk.pt")
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         TLPModel.load(tmp_path / "missing.pt")
+
+    class RunsCode:  # a pickle that would call print on load
+        def __reduce__(self):
+            return (print, ("this ran",))
+
+    torch.save({"meta": RunsCode()}, str(tmp_path / "code.pt"))
+    with pytest.raises(CheckpointError, match="loading them could run code, so it was not loaded") as refused:
+        TLPModel.load(tmp_path / "code.pt")
+    assert "weights_only=False" not in str(refused.value) and "\n" not in str(refused.value)
     model.save(tmp_path / "ok.pt")
     payload = torch.load(str(tmp_path / "ok.pt"), weights_only=True)
     meta = json.loads(payload["meta"])

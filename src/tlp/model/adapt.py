@@ -96,7 +96,7 @@ def adapt(
     if head_soup is None:
         head_soup = DEFAULT_HEAD_SOUP if freeze_backbone else 1
     if head_soup < 1:
-        raise TLPError(f"--head-soup must be at least 1 (heads to average), got {head_soup}")
+        raise TLPError(f"head_soup must be at least 1 (heads to average), got {head_soup}")
     if head_soup > 1 and not freeze_backbone:
         raise TLPError("a head soup averages heads trained on the same backbone: add --freeze-backbone")
     if not base.platforms:
@@ -115,8 +115,8 @@ def adapt(
     programs = load_programs(dataset, platform.id)
     train, test = programs.split_by_network(set(held_out))
     if len(train.traces) < min_programs:
-        more = ("raise --fraction" if train_fraction > 0 else
-                "measure more of its programs (tlp adapt --fraction on that machine, or tlp collect)")
+        more = ("raise fraction (tlp adapt --set fraction=F)" if train_fraction > 0 else
+                "measure more of its programs (tlp adapt --set fraction=F on that machine, or tlp collect)")
         raise DatasetError(f"{dataset.path}/{platform.id}: {len(train.traces)} valid training programs stored for "
                            f"this platform (kept); a head needs at least {min_programs}: {more}")
     before = _held_out_scores(base, test, nearest, held_out)
@@ -149,7 +149,7 @@ def _held_out_scores(model: TLPModel, test: Any, platform_id: str, held_out: Seq
 def format_adapt_report(report: AdaptReport) -> str:
     if report.top1_own_head is None or report.top1_nearest_head is None:
         score = ("held-out sample: no program of the held-out networks measured here, so no score "
-                 "(raise --held-out-fraction to measure some)")
+                 "(raise held_out_fraction: tlp adapt --set held_out_fraction=F)")
     else:
         score = (f"held-out sample ({report.test_programs} programs): top-1 {report.top1_own_head:.3f} with this "
                  f"machine's head vs {report.top1_nearest_head:.3f} with the nearest platform's "

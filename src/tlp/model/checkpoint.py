@@ -21,12 +21,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import pickle
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
-from tlp import TLPError
+from tlp import TLPError, one_line
 
 SINGLE_FORMAT = "tlp-checkpoint-2"
 # Format 1 had one decoder named ``decoder``: it loads as a one-head model (``heads.0``).
@@ -61,7 +62,7 @@ def meta_of(payload: Any, path: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads(payload["meta"])
     except Exception as error:  # pylint: disable=broad-except  # any unreadable payload gets the same message
-        raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
+        raise CheckpointError(f"{path}: not a TLP checkpoint ({one_line(error)})") from None
     if not isinstance(meta, dict):
         raise CheckpointError(f"{path}: not a TLP checkpoint (its description is a {type(meta).__name__})")
     return meta
@@ -88,8 +89,13 @@ def read(path: str | Path) -> dict[str, Any]:
         json.loads(payload["meta"])
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such checkpoint") from None
+    except pickle.UnpicklingError:
+        # Not PyTorch's advice (load with weights_only=False): that runs whatever code the file holds.
+        raise CheckpointError(f"{path}: not a TLP checkpoint: it holds Python objects that TLP checkpoints never "
+                              "hold, and loading them could run code, so it was not loaded (make one with "
+                              "tlp train or tlp adapt)") from None
     except Exception as error:  # pylint: disable=broad-except  # any unreadable file gets the same message
-        raise CheckpointError(f"{path}: not a TLP checkpoint ({type(error).__name__}: {error})") from None
+        raise CheckpointError(f"{path}: not a TLP checkpoint ({one_line(error)})") from None
     return payload
 
 

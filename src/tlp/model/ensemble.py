@@ -43,7 +43,7 @@ class TLPEnsemble(CompositeModel):
             if json.dumps(member.featurizer.to_json(), sort_keys=True) != first:
                 raise CheckpointError(f"member {number} featurizes differently from member 1 (another crop, feature "
                                       "config or vocabulary): an ensemble's members read the same features; train "
-                                      "them on the same dataset with the same --seq-len and trace options")
+                                      "them on the same dataset with the same seq_len and trace settings")
             if member.platforms != members[0].platforms:
                 raise CheckpointError(f"member {number} has heads {member.platforms}, member 1 "
                                       f"{members[0].platforms}: every member needs the same heads, in the same order")
