@@ -105,3 +105,62 @@ def tiny_checkpoint(collected, host_platform, tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "tiny.pt"
     model.save(path)
     return path
+
+
+# `tlp ARGS` in a process of its own that sends itself SIGTERM the way `timeout` does (to its whole process group,
+# build and run workers included) at one point of its work: argv[1] is the point, argv[2] the call of it that fires.
+SIGTERM_AT = r'''
+import os, signal, sys, threading
+point, nth = sys.argv[1], int(sys.argv[2])
+sys.argv = ["tlp", *sys.argv[3:]]
+calls = {"n": 0}
+
+def stop():
+    os.killpg(os.getpgid(0), signal.SIGTERM)
+
+def hook(owner, name, delay):
+    original = getattr(owner, name)
+    def patched(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == nth:
+            if delay:
+                threading.Timer(delay, stop).start()
+            else:
+                stop()
+        return original(*args, **kwargs)
+    setattr(owner, name, patched)
+
+from tlp._tvm import ms
+from tlp.dataset import measure, table
+if point == "build":  # half a second into building a batch
+    hook(measure.PersistentBuilder._cls, "build", 0.5)
+elif point == "run":  # as a program starts to run
+    hook(ms.runner.LocalRunner._cls, "run", 0)
+elif point == "seal":  # as the first table is sealed
+    hook(table.Table, "seal", 0)
+from tlp.cli import main
+sys.exit(main())
+'''
+
+
+def tlp_stopped_at(point: str, nth: int, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """``tlp *args`` stopped by SIGTERM to its process group at the ``nth`` call of ``point`` (build, run, seal)."""
+    return subprocess.run([sys.executable, "-c", SIGTERM_AT, point, str(nth), *args], capture_output=True, text=True,
+                          timeout=timeout, start_new_session=True)
+
+
+def assert_clean_stop(result: subprocess.CompletedProcess) -> None:
+    """Exit 130 with the one-line message: no traceback, no C++ terminate or segfault dump."""
+    assert result.returncode == 130, result.stderr[-3000:]
+    assert "interrupted" in result.stderr
+    for crash in ("Traceback", "Segfault", "terminate called", "std::terminate", "Exception ignored"):
+        assert crash not in result.stderr, result.stderr[-3000:]
+
+
+def assert_store_sealed_and_unlocked(store) -> None:
+    """Every tail sealed (empty), the writer lock released and empty, nothing damaged."""
+    for table in store.tables():
+        assert not table.tail.exists() or table.tail.stat().st_size == 0, table.tail
+        assert all(check.status != "damaged" for check in table.check())
+    lock = store.path / ".lock"
+    assert not lock.exists() or lock.read_text() == ""

@@ -19,7 +19,7 @@ from tlp.platform import Platform
 from tlp.workloads.task import Task
 
 from conftest import TINY_TRIALS as TRIALS
-from conftest import TLP, tlp_cli
+from conftest import TLP, assert_clean_stop, assert_store_sealed_and_unlocked, tlp_cli, tlp_stopped_at
 
 
 def test_collect_measures_random_and_evolved_programs(collected, tiny_tasks, host_platform):
@@ -115,6 +115,62 @@ def test_kill_term_stops_cleanly_with_what_was_measured_stored(tmp_path, host_pl
     assert collector.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert 4 <= _stored(tmp_path, host_platform) < 64
+
+
+# What a build or run worker killed by the stop's own signal reports: never to be stored as the program's failure.
+WORKER_DEATH = ("terminated", "exception occurred", "build failed", "Broken pipe", "killed", "ChildProcessError")
+
+
+@pytest.mark.slow  # ~40 s each on 2 busy cores: a real collection, stopped after its first batch
+@pytest.mark.parametrize("point,nth", [("build", 2), ("run", 5), ("seal", 1)])
+def test_sigterm_anywhere_stops_with_130_sealed_unlocked_and_every_record_intact(tmp_path, host_platform, point,
+                                                                               nth):
+    # `timeout 300 tlp collect` signals the whole process group: the collector and its build and run workers.
+    # A SIGTERM landing while C++ ran used to end in std::terminate ("Segfault encountered"), the tail unsealed and
+    # the lock left with the dead pid; a run worker killed by it was stored as the program's failure.
+    args = ["collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--trials-per-task", "64",
+            "--set", "batch_size=4", "--set", "min_repeat_ms=2", "-q"]
+    if point == "seal":  # two batches, then the stop lands in the final sealing
+        args += ["--max-batches", "2"]
+    stopped = tlp_stopped_at(point, nth, args)
+    assert_clean_stop(stopped)
+    store = Dataset(tmp_path).store(host_platform.id)
+    assert_store_sealed_and_unlocked(store)
+    programs = list(store.iter_programs())
+    assert 4 <= len(programs) < 64 and len(programs) % 4 == 0  # whole batches: the one in flight was dropped
+    assert not [p.error for p in programs if p.error and any(s in p.error for s in WORKER_DEATH)]
+
+
+def test_a_stop_is_taken_only_where_checked_and_an_error_after_it_becomes_the_stop():
+    from tlp import interrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        with interrupt.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler has run: nothing was raised, a stop is requested
+            assert interrupt.requested() and interrupt.level() == interrupt.NOW
+            os.kill(os.getpid(), signal.SIGTERM)  # `timeout` sends it twice (command, then group): the same stop
+            time.sleep(0.05)
+            raise RuntimeError("a worker died of the same signal")  # becomes the stop, not an error
+    assert not interrupt.requested()  # reset for the next command
+    assert signal.getsignal(signal.SIGTERM) is not interrupt._handler  # the caller's handler is back
+
+
+def test_first_ctrl_c_finishes_the_batch_second_stops_now():
+    from tlp import interrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        with interrupt.deferred(finish_batch=True):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert interrupt.level() == interrupt.FINISH
+            interrupt.check(interrupt.NOW)  # a builder goes on with the batch
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert interrupt.level() == interrupt.NOW
+            interrupt.check(interrupt.NOW)
+    # Outside a deferred region nothing changes: Ctrl-C raises at once, as Python's own handler does.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_ctrl_c_inside_a_metaschedule_callback_stays_a_keyboard_interrupt():

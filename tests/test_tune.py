@@ -1,6 +1,7 @@
 """`tlp tune` as a user runs it: sources (zoo, TVMScript, TE, PyTorch, ONNX), databases, resume, Ctrl-C, errors."""
 
 import json
+from pathlib import Path
 import signal
 import subprocess
 import textwrap
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import TLP, tlp_cli
+from conftest import TLP, assert_clean_stop, assert_store_sealed_and_unlocked, tlp_cli, tlp_stopped_at
 from tlp import StageError
 from tlp._tvm import ms
 from tlp.tune.sources import SourceError, resolve
@@ -173,12 +174,37 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_database(tmp_path, tiny_checkpoint):
         time.sleep(0.5)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 2, stderr
+    assert process.returncode == 130, stderr  # as for every verb (it was 2, an error's code)
     assert "interrupted" in stderr and "re-run to continue" in stderr
     records = [json.loads(line) for line in (work / "database_tuning_record.json").read_text().splitlines()]
     assert 4 <= len(records) < 200  # the batches measured before Ctrl-C, each a complete JSON line
     report = json.loads((work / "report.json").read_text())
     assert report["interrupted"] and "compiled" not in report  # the re-run compiles; an interrupted one does not
+
+
+@pytest.mark.slow  # ~40 s each on 2 busy cores
+@pytest.mark.parametrize("point,nth", [("build", 2), ("run", 5), ("seal", 1)])
+def test_sigterm_anywhere_stops_with_130_and_every_record_intact(tmp_path, point, nth):
+    # `timeout N tlp tune` crashed in std::terminate ("Segfault encountered", exit 139) when its SIGTERM, raised as
+    # KeyboardInterrupt, landed in Python code C++ was calling; a batch whose workers the signal killed was stored
+    # as failures (MetaSchedule's 1e10 s marker), in the work directory and then in the dataset.
+    from tlp.dataset.store import Dataset
+
+    work, data = tmp_path / "work", tmp_path / "data"
+    args = ["tune", "dense_64x64x64", "--work-dir", str(work), "--trials", "4" if point == "seal" else "40",
+            "--set", "trials_per_iter=4", "--set", "population=64", "--dataset", str(data)]
+    stopped = tlp_stopped_at(point, nth, args)
+    assert_clean_stop(stopped)
+    records = [json.loads(line) for line in (work / "database_tuning_record.json").read_text().splitlines()]
+    assert records and all(run_secs and max(run_secs) < 1e9 for _, (_, run_secs, _, _) in records)
+    report = json.loads((work / "report.json").read_text())
+    assert report["interrupted"]
+    platforms = Dataset(data).platform_ids()
+    assert platforms  # every stored batch went to the dataset too, before the report
+    for platform in platforms:
+        store = Dataset(data).store(platform)
+        assert_store_sealed_and_unlocked(store)
+        assert all(p.latency is not None for p in store.iter_programs())
 
 
 def test_a_stop_raised_inside_a_metaschedule_callback_stays_a_tune_interrupted():
@@ -208,6 +234,8 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     (tmp_path / "bad.pt").write_bytes(b"junk")
     bad_model = _tune(["dense_64x64x64", "--model", str(tmp_path / "bad.pt"), "--work-dir", str(tmp_path / "x")])
     assert bad_model.returncode == 2 and "not a TLP checkpoint" in bad_model.stderr
+    assert not (tmp_path / "x").exists()  # the model loads before the work dir is made: nothing left behind
+    assert "tune:" not in bad_model.stderr  # nor a progress bar started
     no_first_round = _tune(["dense_64x64x64", "--set", "first_round_trials=0"])
     assert no_first_round.returncode == 2 and "first_round_trials must be at least 1" in no_first_round.stderr
     negative_cap = _tune(["dense_64x64x64", "--set", "max_per_structure=-1"])
@@ -221,3 +249,36 @@ def test_tune_bad_input_is_a_clear_error(tmp_path, tiny_checkpoint):
     exclude_alone = _tune(["dense_64x64x64", "--set", "transfer_exclude_networks=held-out", "--set",
                            "transfer_from=none"])
     assert exclude_alone.returncode == 2 and "set transfer_from" in exclude_alone.stderr
+
+
+def test_a_corrupt_line_in_the_work_dirs_database_is_set_aside_and_counted(tmp_path, collected, host_platform,
+                                                                           caplog):
+    # One garbage line appended to database_tuning_record.json made MetaSchedule's reader fail ("parallel_for_dynamic
+    # error with Cannot tokenize") and the work dir could no longer be resumed.
+    from conftest import TINY_TRIALS
+
+    dataset, _ = collected
+    work = tmp_path / "w"
+    dataset.store(host_platform.id).export_database(work)
+    records = work / "database_tuning_record.json"
+    good = records.read_text().splitlines()
+    with open(records, "a", encoding="utf-8") as handle:
+        handle.write("garbage {not json\n")
+        handle.write('[0, [[["SampleCategorical"')  # a last line cut by a kill
+    done = _tune(["dense_64x64x64", "--work-dir", str(work), "--trials", str(TINY_TRIALS), "--set", "compile=false",
+                  "--json"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["trials"] == TINY_TRIALS  # every good record still counts
+    assert report["database_lines_set_aside"]["lines"] == 2
+    assert "moved 2 unreadable lines" in caplog.text and "Traceback" not in done.stderr  # a warning line
+    assert records.read_text().splitlines() == good
+    aside = Path(report["database_lines_set_aside"]["moved_to"])
+    assert aside.read_text().splitlines() == ["garbage {not json", '[0, [[["SampleCategorical"']
+    # A workload line cannot be skipped (records name workloads by line number): one line naming it
+    workloads = work / "database_workload.json"
+    lines = workloads.read_text().splitlines()
+    workloads.write_text("\n".join(["{broken", *lines[1:]]) + "\n")
+    broken = _tune(["dense_64x64x64", "--work-dir", str(work), "--trials", str(TINY_TRIALS), "--set", "compile=false"])
+    assert broken.returncode == 2 and "database_workload.json:1: unreadable workload line" in broken.stderr
+    assert len(broken.stderr.strip().splitlines()) == 1

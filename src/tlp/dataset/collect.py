@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 
 from tqdm import tqdm
 
+from tlp import interrupt
 from tlp._tvm import ms, tvm
 from tlp.dataset.measure import BatchStats, MeasureConfig, Measurer
 from tlp.dataset.sampler import (
@@ -158,7 +159,17 @@ def collect(
     progress: bool = True,
     on_batch: Callable[[CollectSummary], None] | None = None,
 ) -> CollectSummary:
-    """Measure up to ``plan.trials_per_task`` programs of every task on ``platform``; resumes where it stopped."""
+    """Measure up to ``plan.trials_per_task`` programs of every task on ``platform``; resumes where it stopped.
+
+    Ctrl-C or SIGTERM stops it between batches (:mod:`tlp.interrupt`): the batch in flight is dropped, every stored
+    one kept, the tails sealed and the lock released; then KeyboardInterrupt."""
+    with interrupt.deferred():
+        return _collect(dataset, tasks, platform, plan, measure_config, progress, on_batch)
+
+
+def _collect(dataset: Dataset, tasks: list[Task], platform: Platform, plan: CollectPlan | None,
+             measure_config: MeasureConfig | None, progress: bool,
+             on_batch: Callable[[CollectSummary], None] | None) -> CollectSummary:
     plan = plan or CollectPlan()
     summary = CollectSummary()
     started = time.monotonic()
@@ -183,6 +194,7 @@ def collect(
                 # already had their first batch (the interleaved order is kept among equals: the sort is stable).
                 todo.sort(key=lambda t: state.count(t.key))
                 for task in list(todo):
+                    interrupt.check()
                     missing = plan.trials_per_task - state.count(task.key)
                     if missing <= 0 or task.key in exhausted:
                         todo.remove(task)
@@ -210,6 +222,7 @@ def collect(
                         summary.exhausted_tasks.append(task.name)
                         bar.total -= missing
                         continue
+                    interrupt.check()  # a stop while the batch was measured: it is dropped, not stored
                     store.append(programs)
                     for program in programs:
                         state.add(program)
@@ -230,9 +243,11 @@ def collect(
         finally:
             bar.close()
             measurer.close()
-            store.seal()
     finally:
-        store.unlock()
+        try:
+            store.seal()  # also after a stop or an error: what was stored is sealed
+        finally:
+            store.unlock()
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -356,6 +371,15 @@ def remeasure(
     (see :func:`sample_order`); the held-out networks come first so that an interrupted run can be evaluated.
     Resumable like :func:`collect`: a program already measured on ``platform`` after the load cut-off is skipped.
     """
+    with interrupt.deferred():
+        return _remeasure(dataset, source, platform, measure_config, only_loaded_above, retry_failed, batch_size,
+                          progress, max_batches, fraction, first_networks, first_fraction, on_batch, seal_every_s)
+
+
+def _remeasure(dataset: Dataset, source: PlatformStore, platform: Platform, measure_config: MeasureConfig | None,
+               only_loaded_above: float | None, retry_failed: bool, batch_size: int, progress: bool,
+               max_batches: int | None, fraction: float, first_networks: Iterable[str], first_fraction: float,
+               on_batch: Callable[[CollectSummary], None] | None, seal_every_s: float) -> CollectSummary:
     summary = CollectSummary()
     started = time.monotonic()
     same_platform = source.platform.id == platform.id
@@ -380,14 +404,16 @@ def remeasure(
             workload_json = source.workload_json(key)
             target_store.add_workload(workload_json)
             workloads[key] = ms.database.Workload.from_json(workload_json)
-        measurer = Measurer(platform.target, measure_config)
         target_json = tvm.target.Target(platform.target).export()
-        bar = tqdm(total=len(todo), disable=not progress, unit="prog", desc=f"remeasure -> {platform.id}")
+        measurer, bar = None, None
         last_seal = time.monotonic()
         try:
+            measurer = Measurer(platform.target, measure_config)
+            bar = tqdm(total=len(todo), disable=not progress, unit="prog", desc=f"remeasure -> {platform.id}")
             for batch_number, start in enumerate(range(0, len(todo), batch_size)):
                 if max_batches is not None and batch_number >= max_batches:
                     break
+                interrupt.check()
                 batch = todo[start : start + batch_size]
                 candidates = []
                 for program in batch:
@@ -407,6 +433,7 @@ def remeasure(
                         meta["origin"] = origin
                     programs.append(MeasuredProgram(program.workload_key, program.trace_json, program.args_info,
                                                     result.run_secs, _clip_error(result.error), meta))
+                interrupt.check()  # a stop while the batch was measured: it is dropped, not stored
                 target_store.append(programs)
                 summary.measured += len(programs)
                 summary.valid += sum(p.latency is not None for p in programs)
@@ -418,8 +445,10 @@ def remeasure(
                     target_store.seal()
                     last_seal = time.monotonic()
         finally:
-            bar.close()
-            measurer.close()
-            target_store.seal()
+            if bar is not None:
+                bar.close()
+            if measurer is not None:
+                measurer.close()
+            target_store.seal()  # also after a stop or an error: what was stored is sealed
     summary.seconds = time.monotonic() - started
     return summary

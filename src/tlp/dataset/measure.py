@@ -7,6 +7,7 @@ programs run we also measure how busy the machine is with *other* processes (``f
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import socket
@@ -18,9 +19,9 @@ import psutil
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params
 from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func as _builder_worker
-from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind, kill_child_processes
 
-from tlp import TLPError
+from tlp import TLPError, interrupt
 from tlp._tvm import (alloc_arguments_local, alloc_arguments_rpc, build_for_measurement, ms,
                       register_tensor_intrinsics, tvm)
 from tlp.dataset.store import mean_latency
@@ -173,15 +174,54 @@ class PersistentBuilder(ms.builder.PyBuilder):
             (build_for_measurement, None, item.mod, item.target, _serialize_params(item.params))
             for item in build_inputs
         ]
+        # As the pool's map_with_error_catching, but waited for in short steps: a requested stop is taken within a
+        # fraction of a second, not after the whole batch is built (interrupt.check raises; close() kills workers).
+        pool = self.pool
+        build = lambda job: _builder_worker(*job)  # noqa: E731  (pickled by value, as LocalBuilder's)
+        futures = [pool._threadpool.submit(pool._worker_run_with_error_catching, build, (job,), None)
+                   for job in jobs]
+        try:
+            pending = set(futures)
+            while pending:
+                _, pending = concurrent.futures.wait(pending, timeout=0.2)
+                interrupt.check(interrupt.NOW)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
         results = []
-        for outcome in self.pool.map_with_error_catching(lambda job: _builder_worker(*job), jobs):
+        for outcome in (future.result() for future in futures):
             if outcome.status == StatusKind.COMPLETE:
                 results.append(ms.builder.BuilderResult(outcome.value, None))
             elif outcome.status == StatusKind.TIMEOUT:
                 results.append(ms.builder.BuilderResult(None, f"build timeout after {self.timeout_sec} s"))
             else:
                 results.append(ms.builder.BuilderResult(None, f"build failed:\n{outcome.value}"))
+        if any(r.error_msg is not None for r in results):
+            interrupt.check()  # after a stop, a failed build may be a worker the same signal killed: drop the batch
         return results
+
+
+@derived_object
+class StoppableRunner(ms.runner.PyRunner):
+    """A runner that runs one program at a time through ``inner`` (MetaSchedule's ``LocalRunner``, which measures
+    before it returns), so that a requested stop is taken between programs; after a stop, a batch with a failed
+    run is dropped (the worker may have died of the same signal), never stored as the programs' failures."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+        self.pool = inner.pool
+
+    def run(self, runner_inputs: list[Any]) -> list[Any]:
+        futures = []
+        for runner_input in runner_inputs:
+            interrupt.check(interrupt.NOW)
+            futures.extend(self.inner.run([runner_input]))
+        interrupt.check(interrupt.NOW)
+        if interrupt.requested() and any(f.result().error_msg is not None for f in futures):
+            interrupt.check()
+        return futures
 
 
 class Measurer:
@@ -207,6 +247,16 @@ class Measurer:
         )
         workers = self.config.build_workers or psutil.cpu_count(logical=True) or 1
         self.builder = PersistentBuilder(max_workers=workers, timeout_sec=self.config.build_timeout_s)
+        self.runner: Any = None
+        try:
+            self.runner = self._runner(evaluator)
+        except BaseException:
+            # A stop (or an unreachable tracker) while the runner starts: the builder's workers must not outlive
+            # us and be shut down later from one of the pool's own threads ("cannot join current thread").
+            self.close()
+            raise
+
+    def _runner(self, evaluator: Any) -> Any:
         if self.config.rpc is not None:
             check_tracker(self.config.rpc)
             rpc_config = ms.runner.RPCConfig(
@@ -215,15 +265,19 @@ class Measurer:
                 tracker_key=self.config.rpc.key,
                 session_timeout_sec=self.config.rpc.session_timeout_s,
             )
-            self.runner: Any = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator, max_workers=1,
-                                                   f_alloc_argument=alloc_arguments_rpc)
-        else:
-            # The target's core count is part of the platform: programs run on that many threads, not on all of
-            # the machine's (TVM's thread pool otherwise takes every physical core whatever the target says).
-            threads = int(self.target.attrs.get("num-cores", 0) or 0)
-            self.runner = ms.runner.LocalRunner(timeout_sec=self.config.run_timeout_s, evaluator_config=evaluator,
-                                                f_alloc_argument=alloc_arguments_local,
-                                                initializer=functools.partial(limit_runtime_threads, threads))
+            return ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator, max_workers=1,
+                                       f_alloc_argument=alloc_arguments_rpc)
+        # The target's core count is part of the platform: programs run on that many threads, not on all of
+        # the machine's (TVM's thread pool otherwise takes every physical core whatever the target says).
+        threads = int(self.target.attrs.get("num-cores", 0) or 0)
+        local = ms.runner.LocalRunner(timeout_sec=self.config.run_timeout_s, evaluator_config=evaluator,
+                                      f_alloc_argument=alloc_arguments_local,
+                                      initializer=functools.partial(limit_runtime_threads, threads))
+        try:
+            return StoppableRunner(local)
+        except BaseException:
+            shutdown_pool(local.pool)
+            raise
 
     def close(self) -> None:
         """Stop the builder's and runner's worker processes now.
@@ -231,7 +285,7 @@ class Measurer:
         Left to the garbage collector (TVM's pools shut themselves down in ``__del__``), the shutdown can run on one
         of the pool's own threads after a Ctrl-C and print "cannot join current thread" tracebacks on exit.
         """
-        for pool in (self.builder.pool, getattr(self.runner, "pool", None)):
+        for pool in (self.builder.pool, getattr(self.runner, "pool", None) if self.runner is not None else None):
             if pool is not None:
                 shutdown_pool(pool)
 
@@ -240,23 +294,27 @@ class Measurer:
         stats = BatchStats()
         started = time.monotonic()
         built = self.builder.build([ms.builder.BuilderInput(mod, self.target) for mod in mods])
-        stats.build_s = time.monotonic() - started
-        results: list[MeasureResult] = [MeasureResult(None, r.error_msg) for r in built]
-        to_run = [i for i, r in enumerate(built) if r.error_msg is None]
-        started = time.monotonic()
-        with LoadMonitor() as monitor:
-            futures = self.runner.run(
-                [ms.runner.RunnerInput(built[i].artifact_path, self.device_type, args_infos[i]) for i in to_run]
-            )
-            for i, future in zip(to_run, futures):
-                outcome = future.result()
-                if outcome.error_msg is not None:
-                    results[i] = MeasureResult(None, outcome.error_msg)
-                else:
-                    results[i] = MeasureResult([float(x) for x in outcome.run_secs], None)
-        stats.run_s = time.monotonic() - started
-        stats.foreign_load = None if self.config.rpc is not None else monitor.load
-        _remove_artifacts(built)
+        try:
+            stats.build_s = time.monotonic() - started
+            results: list[MeasureResult] = [MeasureResult(None, r.error_msg) for r in built]
+            to_run = [i for i, r in enumerate(built) if r.error_msg is None]
+            started = time.monotonic()
+            with LoadMonitor() as monitor:
+                futures = self.runner.run(
+                    [ms.runner.RunnerInput(built[i].artifact_path, self.device_type, args_infos[i]) for i in to_run]
+                )
+                for i, future in zip(to_run, futures):
+                    outcome = future.result()
+                    if outcome.error_msg is not None:
+                        results[i] = MeasureResult(None, outcome.error_msg)
+                    else:
+                        results[i] = MeasureResult([float(x) for x in outcome.run_secs], None)
+            stats.run_s = time.monotonic() - started
+            stats.foreign_load = None if self.config.rpc is not None else monitor.load
+        finally:
+            _remove_artifacts(built)
+        if any(r.error is not None for r in results):
+            interrupt.check()  # failures after a stop may be the stop's doing: the batch is not stored
         return results, stats
 
 
@@ -286,6 +344,15 @@ def shutdown_pool(pool: PopenPoolExecutor) -> None:
     """
     with pool._lock:
         workers = list(pool._worker_map.values())
+    # The processes first: TVM's kill closes the worker's pipes before killing it, and closing a pipe that a pool
+    # thread is reading from waits for that read, i.e. for the build in flight to finish (4 s after a stop).
+    for worker in workers:
+        process = getattr(worker, "_proc", None)
+        try:
+            kill_child_processes(process.pid)
+            process.kill()
+        except (AttributeError, TypeError, OSError):
+            pass  # never started, or already gone
     for worker in workers:
         try:
             worker.kill()

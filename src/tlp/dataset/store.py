@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from tlp import interrupt
 from tlp.dataset.table import Damage, DatasetError, Table
 from tlp.platform import Platform
 
@@ -128,6 +129,17 @@ class ReadReport:
 
 LOST_WORKLOAD = "workload lost with a damaged segment"
 
+# Stores whose writer lock this process holds: released if a repeated Ctrl-C ends the process at once.
+_LOCKED: set["PlatformStore"] = set()
+
+
+def _release_all_locks() -> None:
+    for store in list(_LOCKED):
+        store.unlock()
+
+
+interrupt.at_hard_exit(_release_all_locks)
+
 
 class PlatformStore:
     """The measurements of one platform. Writers take an exclusive lock; readers never block.
@@ -189,16 +201,27 @@ class PlatformStore:
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         self._lock_handle = handle
+        _LOCKED.add(self)
         actions: list[str] = []
         for table in self.tables():
             actions.extend(table.repair())
         return actions
 
     def unlock(self) -> None:
+        """Release the writer lock. The ``.lock`` file stays (deleting a lock file races with the next writer
+        opening it) but is emptied, so that "pid N" in it always means a writer holding it now."""
         if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
+            handle, self._lock_handle = self._lock_handle, None
+            _LOCKED.discard(self)
+            try:
+                handle.seek(0)
+                handle.truncate()
+                handle.flush()
+            except OSError:
+                pass  # a full disk cannot stop us from releasing the lock
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
 
     def __enter__(self) -> "PlatformStore":
         self.lock()

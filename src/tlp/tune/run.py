@@ -15,19 +15,19 @@ budget never reached) gets the TLP model's zero-measurement schedule (:mod:`tlp.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
+import logging
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tqdm import tqdm
 import tvm_ffi
 
-from tlp import TLPError
+from tlp import TLPError, interrupt
+from tlp.interrupt import TuneInterrupted
 from tlp._tvm import ms, register_tensor_intrinsics, tvm, unnamed_log_handlers_set_aside
 from tvm.ir.utils import derived_object
 from tlp.dataset.measure import MeasureConfig, Measurer
@@ -40,6 +40,7 @@ from tlp.search.search_strategy.first_round import FirstRoundSearch
 from tlp.search.task_scheduler.scheduler import HeadroomScheduler, RecordingGradientScheduler, batch_histories, records_by_task
 from tlp.search.database.predicted import (NOT_MEASURED, PREDICTED_DIR, PredictedDatabase, PredictionConfig,
                                   measured_then_predicted, predict_missing)
+from tlp.search.database.json_database import open_json_database
 from tlp.search.presets import COST_MODELS, FROM_PRESET
 from tlp.search.presets import resolve as resolve_settings
 from tlp.tune.sources import Tunable
@@ -47,8 +48,7 @@ from tlp.tune.sources import resolve as resolve_source
 from tlp.workloads import held_out_networks
 from tlp.workloads.task import Task
 
-class TuneInterrupted(TLPError):
-    """Ctrl-C during tuning: the database keeps everything measured so far."""
+log = logging.getLogger("tlp.tune")
 
 
 # Raised inside a measure callback (C++ calling Python): registered, the FFI hands it back as itself, not as a
@@ -135,14 +135,13 @@ def make_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
 class ProgressCallback(ms.measure_callback.PyMeasureCallback):
     """After each measured batch: progress bar, one ``history.jsonl`` line, and a clean stop after Ctrl-C."""
 
-    def __init__(self, names: list[str], history_path: Path, total: int, done: int, best: list[float | None],
-                 stop: dict[str, bool]) -> None:
+    def __init__(self, names: list[str], history_path: Path, total: int, done: int, best: list[float | None]
+                 ) -> None:
         super().__init__()
         self.names = names
         self.history_path = history_path
         self.best = best
         self.trials = done
-        self.stop = stop
         self.started = time.monotonic()
         # Marks this run's lines: a resumed run restarts its clock at 0, and its first line can still read more
         # seconds than the last run's final line (model loading), so the clock alone cannot tell where runs meet.
@@ -164,30 +163,9 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         best = self.best[task_id]
         self.bar.set_postfix_str(f"{self.names[task_id][:28]} best {best * 1e3:.4f} ms" if best else
                                  self.names[task_id][:28])
-        if self.stop["requested"]:
+        if interrupt.requested():
             # Raising here (after AddToDatabase, which runs first) ends the search with the batch stored.
             raise TuneInterrupted("interrupted")
-
-
-@contextlib.contextmanager
-def _stop_on_ctrl_c(stop: dict[str, bool]) -> Iterator[None]:
-    """First Ctrl-C: finish the batch being measured, store it, stop. Second Ctrl-C: stop at once."""
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop["requested"]:
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        stop["requested"] = True
-        # RecordingGradientScheduler stores each batch as soon as it is measured: only the one in flight is waited for.
-        print("\ntlp tune: stopping once the batch in flight is measured and recorded; "
-              "Ctrl-C again to stop now, losing it", flush=True)
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 # ---- tuning ------------------------------------------------------------------------------------------------
@@ -262,37 +240,53 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         raise TLPError(f"{work_dir}: not a folder; give another work dir")
     if not tunable.tasks:
         raise TLPError(f"{tunable.name}: no tunable tasks (nothing to schedule)")
-    work_dir.mkdir(parents=True, exist_ok=True)
     target = tvm.target.Target(target_json)
-    _check_database_target(work_dir, target_json)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
-    done_per_task, best = _measured_per_task(database, tunable.tasks)
+    n_tasks = len(tunable.tasks)
+    database, set_aside = None, None
+    if work_dir.is_dir():  # a re-run continues: trials already in the database count against the budget
+        _check_database_target(work_dir, target_json)
+        database, set_aside = open_json_database(work_dir)
+        done_per_task, best = _measured_per_task(database, tunable.tasks)
+    else:
+        done_per_task, best = [0] * n_tasks, [None] * n_tasks
     done = sum(done_per_task)
     remaining = max(0, config.trials - done)
     names = [t.name for t in tunable.tasks]
-    stop = {"requested": False}
     interrupted = False
     started = time.monotonic()
     cost_model = library = None  # a re-run with the budget already spent builds neither
-    if remaining > 0 and config.compile:
-        check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
     if remaining > 0:
-        library_started = time.monotonic()
-        library = _schedule_library(config, target_json)  # before any measuring: a bad dataset fails fast
-        library_s = time.monotonic() - library_started
-        measurer = Measurer(target_json, config.measure)
-        progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best, stop)
-        # OriginLog after AddToDatabase: which programs each batch measured, in which round, guided by which model.
-        origin_log = OriginLog(work_dir, tunable.tasks, config.cost_model)
-        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [origin_log, progress]
+        # A bad checkpoint, a program that does not compile, a bad library dataset: one line now, before the work
+        # directory is made or anything is measured.
         cost_model = make_cost_model(config, target_json)
+        if config.compile:
+            check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
+        library_started = time.monotonic()
+        library = _schedule_library(config, target_json)
+        library_s = time.monotonic() - library_started
+    work_dir.mkdir(parents=True, exist_ok=True)
+    _check_database_target(work_dir, target_json, stamp=True)
+    if database is None:
+        database, set_aside = open_json_database(work_dir)
+    if set_aside.lines:
+        log.warning("%s: %s", work_dir, set_aside.message())
+    if remaining > 0:
         weights = [float(t.weight) for t in tunable.tasks]
         # MetaSchedule's per-task budget is per run and the same for all tasks: the most any task has left (the
         # scheduler ends each task at its own total).
         per_task = None if config.trials_per_task is None else max(
             1, config.trials_per_task - min(done_per_task))
+        measurer = progress = None
         try:
-            with _stop_on_ctrl_c(stop):
+            # Ctrl-C and SIGTERM only request a stop, taken where raising through MetaSchedule's C++ is safe (our
+            # builder, runner and progress callback; tlp.interrupt): the first Ctrl-C stores the batch in flight.
+            with interrupt.deferred(finish_batch=True):
+                measurer = Measurer(target_json, config.measure)
+                progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best)
+                # OriginLog after AddToDatabase: which programs each batch measured, in which round, guided by
+                # which model.
+                origin_log = OriginLog(work_dir, tunable.tasks, config.cost_model)
+                callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [origin_log, progress]
                 ms.tune.tune_tasks(tasks=_contexts(tunable, target, work_dir, config, library),
                                    task_weights=weights,
                                    work_dir=str(work_dir), max_trials_global=remaining, max_trials_per_task=per_task,
@@ -303,12 +297,19 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         finally:
-            progress.bar.close()
-            measurer.close()
+            if progress is not None:
+                progress.bar.close()
+            if measurer is not None:
+                measurer.close()
     added = None
     if config.dataset:  # also after an interruption, and before compiling (minutes): what was measured is kept
         platform = Platform.host(parse_target(target_json))
-        added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks, Path(tunable.name).name)
+        try:
+            with interrupt.deferred():  # a stop while the dataset is written lets it finish and seal
+                added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks,
+                                       Path(tunable.name).name)
+        except KeyboardInterrupt:
+            interrupted = True
     predicted, predictions = None, []
     # One pass over the database (hashing every record's workload) serves the predictions and the report.
     measured = _measured_per_task(database, tunable.all_tasks)
@@ -321,6 +322,9 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     if predict:
         report["predicted"] = _predicted_summary(predictions, work_dir)
     report["interrupted"] = interrupted
+    if set_aside.lines:
+        report["database_lines_set_aside"] = {"lines": set_aside.lines, "moved_to": set_aside.path,
+                                              "examples": set_aside.examples}
     if hasattr(cost_model, "head_platform"):
         # Which platform's head ranked the candidates (MTL-TLP), and whether it is this platform's own.
         report["cost_model_head"] = {"platform": cost_model.head_platform, "tuning_platform": cost_model.platform.id,
@@ -366,16 +370,21 @@ def _predicted_summary(predictions: list[Any], work_dir: Path) -> dict[str, Any]
             "tasks": [asdict(p) for p in predictions]}
 
 
-def _check_database_target(work_dir: Path, target_json: dict[str, Any]) -> None:
-    """A database tuned for another target must not be continued or compiled for this one."""
-    stamp = work_dir / "target.json"
-    if stamp.exists():
-        stored = json.loads(stamp.read_text())
+def _check_database_target(work_dir: Path, target_json: dict[str, Any], stamp: bool = False) -> None:
+    """A database tuned for another target must not be continued or compiled for this one; ``stamp``: write the
+    target of a new one."""
+    path = work_dir / "target.json"
+    if path.exists():
+        try:
+            stored = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise TLPError(f"{path}: unreadable (it says which target the tuning database is for); restore it, or "
+                           "give another --work-dir") from None
         if stored != target_json:
             raise TLPError(f"{work_dir}: this tuning database is for target {json.dumps(stored)}, not "
                            f"{json.dumps(target_json)}; use another --work-dir")
-    else:
-        stamp.write_text(json.dumps(target_json))
+    elif stamp:
+        path.write_text(json.dumps(target_json))
 
 
 # ---- report ------------------------------------------------------------------------------------------------
