@@ -34,3 +34,28 @@ def test_bad_targets_get_clear_errors(spec, message):
 def test_rpc_platform_requires_mcpu():
     with pytest.raises(TargetError, match="mcpu"):
         Platform.remote({"kind": "llvm"}, "board")
+
+
+def test_an_unknown_mcpu_or_a_missing_num_cores_is_one_line_before_anything_runs(tmp_path):
+    # `--target '{"kind":"llvm","mcpu":"nosuchcpu"}'` reached MetaSchedule, which stopped with an InternalError about
+    # num-cores (and LLVM had quietly compiled for a generic CPU).
+    import argparse
+
+    from conftest import tlp_cli
+    from tlp.cli.common import target_of
+    from tlp.platform import check_llvm_target, check_runs_here
+
+    for verb in (["collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path / "d")],
+                 ["tune", "dense_64x64x64", "--work-dir", str(tmp_path / "w")]):
+        result = tlp_cli(verb + ["--target", '{"kind": "llvm", "mcpu": "znver"}'])
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert result.stderr.count("\n") == 1 and "unknown CPU" in result.stderr and "znver4" in result.stderr
+    assert not (tmp_path / "d").exists() and not (tmp_path / "w").exists()
+    with pytest.raises(TargetError, match='no "num-cores".*add "num-cores": N'):
+        check_runs_here(parse_target({"kind": "llvm", "mcpu": "x86-64-v2"}))  # tune() from Python
+    # the command line measures here, so it takes this machine's cores, as the default target does
+    filled = target_of(argparse.Namespace(target='{"kind": "llvm", "mcpu": "x86-64-v2"}'))
+    assert filled["num-cores"] >= 1
+    check_llvm_target(filled)
+    with pytest.raises(TargetError, match="num-cores"):
+        Platform.remote({"kind": "llvm", "mcpu": "znver3"}, "board")  # the remote core count is unknown here

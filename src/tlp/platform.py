@@ -7,6 +7,7 @@ different platform, and data from it never mixes silently with ours.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -112,6 +113,31 @@ def machine_fingerprint(target: dict[str, Any]) -> dict[str, Any]:
 _ISA_FEATURE = re.compile(r"^(sse4\.[12]|avx\w*|fma|f16c|amx[\w-]*)$")
 
 
+def check_llvm_target(target: dict[str, Any]) -> None:
+    """An LLVM target TLP can search and measure for: an ``mcpu`` LLVM knows (TVM only logs an unknown one and
+    compiles for a generic CPU) and a ``num-cores`` (MetaSchedule's schedule rules stop with an InternalError
+    without one)."""
+    if target.get("kind") != "llvm":
+        return
+    from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
+
+    codegen = tvm.target.codegen
+    mcpu = target.get("mcpu")
+    if mcpu is not None:
+        triple = str(target.get("mtriple") or codegen.llvm_get_system_triple())
+        if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
+            known = [str(c) for c in codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm",
+                                                                                       "mtriple": triple}))]
+            close = difflib.get_close_matches(str(mcpu), known, n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise TargetError(f"target mcpu {mcpu!r}: unknown CPU for {triple} (LLVM knows {len(known)}, e.g. "
+                              f"{', '.join(known[:4])}); {hint}this machine's is {host_cpu_name()!r}")
+    if not target.get("num-cores"):
+        cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+        raise TargetError(f"target {json.dumps(target)} has no \"num-cores\" (MetaSchedule needs it): add "
+                          f"\"num-cores\": N, e.g. {cores}, this machine's physical cores")
+
+
 def check_runs_here(target: dict[str, Any]) -> None:
     """Refuse an LLVM target whose instruction set this CPU lacks (an AVX-512 target on an AVX2 host).
 
@@ -124,7 +150,10 @@ def check_runs_here(target: dict[str, Any]) -> None:
 
         check_gpu_target(target)
         return
-    if target.get("kind") != "llvm" or "mcpu" not in target:
+    if target.get("kind") != "llvm":
+        return
+    check_llvm_target(target)
+    if "mcpu" not in target:
         return
     from tlp._tvm import tvm  # pylint: disable=import-outside-toplevel
 
@@ -271,6 +300,7 @@ class Platform:
     @staticmethod
     def remote(target: dict[str, Any], rpc_key: str, hardware: str | None = None) -> "Platform":
         """Devices behind an RPC tracker: we cannot read their CPU, so the key (and the user's words) name them."""
-        if "mcpu" not in target and target.get("kind") == "llvm":
-            raise TargetError("an RPC platform needs an explicit 'mcpu' in its target: the remote CPU is unknown here")
+        if target.get("kind") == "llvm" and ("mcpu" not in target or not target.get("num-cores")):
+            raise TargetError("an RPC platform needs an explicit 'mcpu' and 'num-cores' in its target: the remote "
+                              "CPU is unknown here")
         return Platform(target=target, hardware={"rpc_key": rpc_key, "description": hardware or ""})

@@ -14,7 +14,7 @@ __all__ = ["DEFAULT_DATASET", "add_renamed", "add_settings", "add_target_args", 
 
 def add_target_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help='JSON target, e.g. \'{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}\' '
-                        "(default: this machine)")
+                        "(default: this machine; without num-cores: this machine's physical cores)")
 
 
 def add_settings(parser: argparse.ArgumentParser, what: str) -> None:
@@ -47,10 +47,18 @@ def add_renamed(parser: argparse.ArgumentParser, renamed: dict[str, str]) -> Non
 
 
 def target_of(args: argparse.Namespace) -> dict[str, Any]:
-    """``--target``'s JSON, else this machine."""
-    from tlp.platform import host_target, parse_target  # pylint: disable=import-outside-toplevel
+    """``--target``'s JSON, else this machine. An LLVM target measured here without ``num-cores`` gets this
+    machine's physical cores, as the default target does; its ``mcpu`` must be a CPU LLVM knows (one line if not)."""
+    # pylint: disable=import-outside-toplevel
+    from tlp.platform import check_llvm_target, host_target, parse_target
 
-    return parse_target(args.target) if args.target else host_target()
+    if not args.target:
+        return host_target()
+    target = parse_target(args.target)
+    if target.get("kind") == "llvm" and not target.get("num-cores") and not getattr(args, "rpc_tracker", None):
+        target = parse_target({**target, "num-cores": host_target()["num-cores"]})
+    check_llvm_target(target)
+    return target
 
 
 def networks(names: str | None) -> tuple[str, ...]:
