@@ -276,3 +276,20 @@ def test_mtl_heads_on_two_ansor_platforms(tmp_path):
     model.save(tmp_path / "mtl.pt")
     assert TLPModel.load(tmp_path / "mtl.pt").platforms == model.platforms
     shutil.rmtree(tmp_path / "ds")
+
+
+def test_an_unknown_log_version_is_skipped_and_an_import_of_nothing_usable_fails(tmp_path, capsys):
+    # A record claiming log version v9.9 was imported, though only v0.2-v0.6 are read; and an import where nothing
+    # was usable exited 0.
+    good = _lines(MMPERF)
+    future = json.loads(good[0])
+    future["v"] = "v9.9"
+    (tmp_path / "future.json").write_text(json.dumps(future) + "\n" + good[1] + "\n")
+    summary = import_ansor(Dataset(tmp_path / "ds"), [tmp_path / "future.json"], progress=False)
+    assert summary.imported == 1 and summary.skipped == {"log version v9.9: only v0.2-v0.6 are read": 1}
+    (tmp_path / "only_future.json").write_text(json.dumps(future) + "\n")
+    assert main(["dataset", "import", "--format", "ansor", str(tmp_path / "only_future.json"), "--dataset",
+                 str(tmp_path / "empty"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nothing imported" in err and "log version v9.9" in err
+    assert not Dataset(tmp_path / "empty").platform_ids()  # no empty platform folder left behind

@@ -1,7 +1,13 @@
 """A user's own MetaSchedule tuning logs become a dataset."""
 
+import errno
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
+from conftest import tlp_cli
 from tlp._tvm import ms
 from tlp.dataset import Dataset, DatasetError
 from tlp.dataset.importer import import_work_dir
@@ -68,3 +74,98 @@ def test_a_guessed_catalogue_entry_never_overrides_a_known_task(tuned_work_dir, 
     import_work_dir(dataset, tuned_work_dir, network="my_folder", hardware=host_platform.hardware)
     assert dataset.catalogue()[key]["name"] == "the_real_name"
     assert dataset.catalogue()[key]["networks"] == {"bert_tiny": 2}
+
+
+class _FullDisk:
+    """A file object that writes half of what it is given, then fails as a full disk does."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def write(self, data):
+        self.handle.write(data[: len(data) // 2])
+        self.handle.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def _disk_full_at(monkeypatch, name):
+    """Writes of dataset files called ``name`` (a table tail, or a segment's temporary file) fail midway."""
+    import builtins
+    import lzma
+
+    from tlp.dataset import table
+
+    real_open, real_lzma_open = builtins.open, lzma.open
+
+    def full_open(path, mode="r", *args, **kwargs):
+        handle = real_open(path, mode, *args, **kwargs)
+        return _FullDisk(handle) if Path(path).name == name and ("a" in mode or "w" in mode) else handle
+
+    def full_lzma_open(path, mode="rb", *args, **kwargs):
+        handle = real_lzma_open(path, mode, *args, **kwargs)
+        return _FullDisk(handle) if Path(path).name.startswith(name) and "w" in mode else handle
+
+    monkeypatch.setattr(table, "open", full_open, raising=False)
+    monkeypatch.setattr(table.lzma, "open", full_lzma_open)
+
+
+def _files(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*"))
+            if p.is_file() and not p.name.endswith(".lock")}
+
+
+@pytest.mark.parametrize("where", ["new platform", "existing platform"])
+def test_a_full_disk_is_one_line_naming_the_file_and_nothing_is_half_written(tuned_work_dir, tmp_path, collected,
+                                                                           host_platform, monkeypatch, where):
+    # `tlp dataset import` on a full disk died with an OSError traceback and left a platform folder behind that
+    # `verify` called fine; the records' metadata failing after the records themselves is the worst place.
+    dataset_path = tmp_path / "ds"
+    if where == "existing platform":  # the host platform holds a collection already: none of it may change
+        shutil.copytree(collected[0].path, dataset_path)
+    before = _files(dataset_path) if dataset_path.exists() else {}
+    _disk_full_at(monkeypatch, "measurements.jsonl")
+    result = tlp_cli(["dataset", "import", str(tuned_work_dir), "--dataset", str(dataset_path), "--measured-here"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    error = result.stderr.strip()
+    assert "\n" not in error and "measurements.jsonl: No space left on device" in error and "free some space" in error
+    assert {k: v for k, v in _files(dataset_path).items() if k != "tasks.json"} == \
+        {k: v for k, v in before.items() if k != "tasks.json"}  # no half-made platform, nothing stored lost
+    assert Dataset(dataset_path).platform_ids() == ([host_platform.id] if where == "existing platform" else [])
+    assert tlp_cli(["dataset", "verify", str(dataset_path)]).returncode == 0
+    monkeypatch.undo()  # space again: the same command imports everything
+    again = tlp_cli(["dataset", "import", str(tuned_work_dir), "--dataset", str(dataset_path), "--measured-here"])
+    assert again.returncode == 0 and json.loads(again.stdout)["imported"] == 4
+
+
+def test_a_full_disk_while_sealing_keeps_every_record_in_the_tail(tuned_work_dir, tmp_path, host_platform,
+                                                                  monkeypatch):
+    dataset = Dataset(tmp_path / "ds")
+    _disk_full_at(monkeypatch, "database_tuning_record.json.0001.xz")
+    with pytest.raises(DatasetError, match=r"database_tuning_record\.json\.0001\.xz: No space left on device"):
+        import_work_dir(dataset, tuned_work_dir, hardware=host_platform.hardware)
+    assert not list(dataset.path.rglob("*.tmp"))  # the half-written segment is gone
+    store = dataset.store(dataset.platform_ids()[0])
+    assert len(list(store.iter_programs())) == 4  # all in the plain tail
+    monkeypatch.undo()
+    with store:
+        assert store.seal()  # the next writer seals them
+    assert len(list(store.iter_programs())) == 4
+
+
+def test_an_import_where_nothing_is_usable_exits_nonzero(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "database_workload.json").write_text("{not a workload\n")
+    (work / "database_tuning_record.json").write_text('[0, [[[], []], [1e-3], {"kind": "llvm"}, []]]\n')
+    result = tlp_cli(["dataset", "import", str(work), "--dataset", str(tmp_path / "ds")])
+    assert result.returncode == 2 and "no usable tuning record" in result.stderr
+    assert not (tmp_path / "ds").exists() or not Dataset(tmp_path / "ds").platform_ids()

@@ -57,6 +57,10 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
     else:
         summary = import_work_dir(dataset, work_dir, args.network, hardware, platform=platform, tasks=tasks)
     print(json.dumps(summary.__dict__, indent=1))
+    if not summary.imported and not summary.already_present:
+        reasons = ", ".join(f"{reason} ({count})" for reason, count in summary.skipped.items())
+        first = f"; first: {summary.examples[0]}" if summary.examples else ""
+        raise DatasetError(f"nothing imported from {work_dir}: no usable tuning record ({reasons}){first}")
     return 0
 
 
@@ -72,6 +76,11 @@ def _import_ansor(args: argparse.Namespace) -> int:
     summary = import_ansor(Dataset(args.dataset), args.work_dir, weights, args.network, args.hardware,
                            progress=not args.quiet)
     print(json.dumps(summary.to_json(), indent=1))
+    if not summary.imported and not summary.already_present:
+        reasons = ", ".join(f"{reason} ({count})" for reason, count in summary.skipped.most_common(3))
+        first = f"; first: {summary.examples[0]}" if summary.examples else ""
+        raise DatasetError(f"nothing imported from {', '.join(args.work_dir)}: no usable Ansor record "
+                           f"({reasons or 'no records'}){first}")
     return 0
 
 

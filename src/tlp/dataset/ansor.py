@@ -78,6 +78,10 @@ class AnsorRecord:
         return None
 
 
+# The log versions whose layout this reader knows (TVM's AUTO_SCHEDULER_LOG_VERSION over its history).
+LOG_VERSIONS = ("v0.2", "v0.3", "v0.4", "v0.5", "v0.6")
+
+
 class BadAnsorLine(ValueError):
     """A line that is not a usable Ansor record; the message is the reason (a summary category)."""
 
@@ -97,6 +101,11 @@ def parse_ansor_line(line: str) -> AnsorRecord:
         timestamp = record["r"][3] if len(record["r"]) > 3 else None
     except (KeyError, IndexError, TypeError, ValueError):
         raise BadAnsorLine("not an Ansor record (no i/r fields of the known layout)") from None
+    version = record.get("v") if isinstance(record, dict) else None
+    if version not in LOG_VERSIONS:
+        # A layout we do not know could put other values where we read steps and costs: never guess.
+        raise BadAnsorLine(f"log version {version if version is not None else '(none)'}: only "
+                           f"{LOG_VERSIONS[0]}-{LOG_VERSIONS[-1]} are read")
     if not isinstance(workload_key, str) or not isinstance(target, str) or not isinstance(error_no, int):
         raise BadAnsorLine("not an Ansor record (workload key, target or error_no of the wrong type)")
     if not isinstance(costs, list) or not all(isinstance(c, (int, float)) and not isinstance(c, bool)
@@ -248,20 +257,30 @@ class _Stores:
         self.dataset = dataset
         self.hardware = hardware  # the user's description of the measuring machine (part of the platform id)
         self.open: dict[str, tuple[PlatformStore, set[str]]] = {}
+        self.created: set[str] = set()  # platforms this import made
 
     def get(self, platform: Platform) -> tuple[PlatformStore, set[str]]:
         if platform.id not in self.open:
+            if platform.id not in self.dataset.platform_ids():
+                self.created.add(platform.id)
             store = self.dataset.store_for(platform)
             store.lock()
             self.open[platform.id] = (store, set(store.read_meta()))
         return self.open[platform.id]
 
-    def close(self) -> None:
-        for store, _ in self.open.values():
-            try:
-                store.seal()
-            finally:
-                store.unlock()
+    def close(self, failed: bool = False) -> None:
+        """Seal and unlock every store (after a failure: unlock only); remove the platforms this import made and left
+        empty."""
+        try:
+            for store, _ in self.open.values():
+                try:
+                    if not failed:
+                        store.seal()
+                finally:
+                    store.unlock()
+        finally:
+            for platform_id in self.created:  # made by this import, but nothing stored (a failure, no usable record)
+                self.dataset.remove_if_empty(platform_id)
 
 
 def import_ansor(dataset: Dataset, paths: Iterable[str | Path], task_weights: dict[str, dict[str, int]] | None = None,
@@ -287,14 +306,18 @@ def import_ansor(dataset: Dataset, paths: Iterable[str | Path], task_weights: di
     catalogue: dict[str, str] = {}
     bar = tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True, desc="import",
                disable=not progress)
+    failed = True
     try:
         for path in files:
             _import_file(path, _read_file(path, summary), stores, summary, networks_of if task_weights else None,
                          catalogue)
             bar.update(path.stat().st_size)
+        failed = False
     finally:
         bar.close()
-        stores.close()
+        # After a failure (a full disk, a stop) the files appended before stay, unsealed (the next writer seals
+        # them); the file being appended was undone whole.
+        stores.close(failed)
     entries = []
     for key, name in catalogue.items():
         for net, weight in (networks_of.get(key) or {default_network: 1}).items():
@@ -342,10 +365,14 @@ def _import_file(path: Path, records: list[AnsorRecord], stores: _Stores, summar
         if program.error is not None:
             program.run_secs = None
             summary.failures += 1
-        store.add_workload([record.workload_key, {"format": ANSOR_FORMAT, "name": task_name(record.workload_key)}])
         present.add(program.id)
         new_programs.append(program)
     if new_programs:
-        store.append(new_programs)  # one durable append per file: a kill loses at most this file's records
+        # one durable append per file, workloads with it: a kill or a full disk loses at most this file's records
+        with store.all_or_nothing():
+            for program in new_programs:
+                store.add_workload([program.workload_key, {"format": ANSOR_FORMAT,
+                                                           "name": task_name(program.workload_key)}])
+            store.append(new_programs)
     summary.imported += len(new_programs)
     summary.platforms[platform.id] = summary.platforms.get(platform.id, 0) + len(new_programs)

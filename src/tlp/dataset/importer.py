@@ -107,10 +107,27 @@ def import_work_dir(
     elif _normalize_target(platform.target) != records_target:
         raise DatasetError(f"{record_file}: records are for target {json.dumps(records_target)}, not platform "
                            f"{platform.id}'s {json.dumps(platform.target)}")
+    created = platform.id not in dataset.platform_ids()
+    try:
+        summary = _store_new_programs(dataset, platform, parsed, work_dir, record_file, report, network, tasks)
+    except BaseException:
+        if created:  # a failed write (a full disk) or a stop leaves no half-made platform behind
+            dataset.remove_if_empty(platform.id)
+        raise
+    if created and not summary.imported:
+        dataset.remove_if_empty(platform.id)  # nor an empty one when nothing was usable
+    summary.skipped = dict(report.skipped)
+    summary.examples = report.examples
+    return summary
+
+
+def _store_new_programs(dataset: Dataset, platform: Platform, parsed: list[Any], work_dir: Path, record_file: Path,
+                        report: ReadReport, network: str | None, tasks: list[Task] | None) -> ImportSummary:
+    """The import's writes: catalogue, workloads and records all or nothing (a full disk undoes them), then seal."""
     store = dataset.store_for(platform)
     summary = ImportSummary(platform=platform.id)
     network = network or work_dir.resolve().name
-    with store:
+    with store, store.all_or_nothing():
         stored = store.latest_programs()
         present = set(stored)
         hashes_present = {(p.workload_key, p.meta["program_hash"]) for p in stored.values()
@@ -141,22 +158,22 @@ def import_work_dir(
                 catalogue_entries.append((key, name, network, 1, flop_count(mod)))
             present.add(program.id)
             new_programs.append(program)
+        # The log's known tasks by their own names and weights; its other workloads as guessed above (function
+        # name, weight 1), but a guess never overrides what the catalogue already knows of a task (another
+        # platform's collection or a --workload import named it and gave its real weight). Before the records:
+        # a record is never stored without its task in the catalogue.
+        known = {t.key: t for t in tasks or []}
+        in_log = {str(workload[0]) for workload, _, _ in parsed}
+        catalogued = dataset.catalogue()
+        dataset.register_tasks([(t.key, t.name, t.network or network, t.own_weight, t.flops) for t in known.values()
+                                if t.key in in_log]
+                               + [entry for entry in catalogue_entries
+                                  if entry[0] not in known and entry[0] not in catalogued])
         store.append(new_programs)
-        store.seal()
         summary.workloads = len(added_workloads)
         summary.imported = len(new_programs)
-    # The log's known tasks by their own names and weights; its other workloads as guessed above (function name,
-    # weight 1), but a guess never overrides what the catalogue already knows of a task (another platform's
-    # collection or a --workload import named it and gave its real weight).
-    known = {t.key: t for t in tasks or []}
-    in_log = {str(workload[0]) for workload, _, _ in parsed}
-    catalogued = dataset.catalogue()
-    dataset.register_tasks([(t.key, t.name, t.network or network, t.own_weight, t.flops) for t in known.values()
-                            if t.key in in_log]
-                           + [entry for entry in catalogue_entries
-                              if entry[0] not in known and entry[0] not in catalogued])
-    summary.skipped = dict(report.skipped)
-    summary.examples = report.examples
+    with store:
+        store.seal()  # a full disk here keeps every record in the plain tail; the next writer seals it
     return summary
 
 

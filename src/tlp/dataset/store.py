@@ -17,8 +17,10 @@ plain tail (see :mod:`tlp.dataset.table`); :meth:`PlatformStore.export_database`
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
+import shutil
 import json
 import os
 import tempfile
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tlp import interrupt
-from tlp.dataset.table import Damage, DatasetError, Table
+from tlp.dataset.table import Damage, DatasetError, Table, write_error
 from tlp.platform import Platform
 
 # MetaSchedule marks some failed runs with a huge latency instead of null; treat those as failures too.
@@ -179,10 +181,16 @@ class PlatformStore:
     @staticmethod
     def create(path: Path, platform: Platform) -> "PlatformStore":
         path = Path(path)
+        made = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
         meta = path / "platform.json"
         if not meta.exists():
-            _write_json_atomic(meta, platform.to_json())
+            try:
+                _write_json_atomic(meta, platform.to_json())
+            except BaseException:
+                if made:
+                    shutil.rmtree(path, ignore_errors=True)
+                raise
         return PlatformStore(path, platform)
 
     def lock(self) -> list[str]:
@@ -308,8 +316,23 @@ class PlatformStore:
                 error = f"invalid run_secs {program.run_secs} (NaN, infinite or non-positive): stored as a failure"
             meta = {"id": program.id, "workload": program.workload_key, "error": error, **program.meta}
             meta_lines.append(json.dumps(meta, separators=(",", ":")))
-        self.records.append(db_lines)
-        self.measurements.append(meta_lines)
+        with self.all_or_nothing():  # never records without their metadata
+            self.records.append(db_lines)
+            self.measurements.append(meta_lines)
+
+    @contextlib.contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """Appends within either all stay or, on any error (a full disk, a stop), are all cut back: a batch or an
+        import is never half-stored."""
+        sizes = [(table, table.size()) for table in self.tables()]
+        try:
+            yield
+        except BaseException:
+            for table, size in sizes:
+                table.cut_back(size)
+            self._workload_index = None  # re-read: workloads added within were cut back too
+            self._workloads_json = None
+            raise
 
     def read_meta(self, report: ReadReport | None = None) -> dict[str, list[dict[str, Any]]]:
         """Metadata per program id (several entries when a program was re-measured), in measurement order."""
@@ -432,6 +455,18 @@ class Dataset:
             return existing
         return PlatformStore.create(path, platform)
 
+    def remove_if_empty(self, platform_id: str) -> bool:
+        """Remove a platform folder that holds no line of any table (a store created by a write that failed), so
+        that no half-made platform is left behind; a folder with anything stored is never touched."""
+        path = self.path / platform_id
+        if not (path / "platform.json").exists():
+            return False
+        store = PlatformStore.open(path)
+        if any(table.segments() or (table.size() or 0) > 0 for table in store.tables()):
+            return False
+        shutil.rmtree(path, ignore_errors=True)
+        return True
+
     # ---- task catalogue ------------------------------------------------------------------------------------
     def catalogue(self) -> dict[str, dict[str, Any]]:
         """workload key -> {"name", "networks": {network: weight}, "flops"}."""
@@ -472,7 +507,14 @@ class Dataset:
 def _write_json_atomic(path: Path, data: Any, indent: int | None = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        json.dump(data, tmp, indent=indent, sort_keys=True)
-        tmp.flush()
-        os.fsync(tmp.fileno())
+        try:
+            json.dump(data, tmp, indent=indent, sort_keys=True)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        except BaseException as error:  # the old file stays as it was; no temporary file is left behind
+            tmp.close()
+            os.unlink(tmp.name)
+            if isinstance(error, OSError):
+                raise write_error(path, error) from None
+            raise
     os.replace(tmp.name, path)

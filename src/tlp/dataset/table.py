@@ -46,6 +46,13 @@ class DatasetError(TLPError, RuntimeError):
     (``tlp.dataset.store`` re-exports it)."""
 
 
+def write_error(path: Path, error: OSError) -> DatasetError:
+    """A failed write (a full disk, a read-only folder) as one line naming the file; the caller has undone it."""
+    what = error.strerror or str(error)
+    return DatasetError(f"{path}: {what} while writing; nothing was half-written and nothing stored before is "
+                        "lost: free some space (or fix the folder's permissions) and re-run the same command")
+
+
 @dataclass
 class Damage:
     """A segment that cannot be read: which, why, and how many lines it held (``None``: unknown, unrecorded)."""
@@ -225,16 +232,35 @@ class Table:
                 actions.append(f"{self.tail}: tail was already sealed in {newest.name}; emptied it")
         return actions
 
+    def size(self) -> int | None:
+        """The tail's size in bytes (``None``: no tail yet): where :meth:`cut_back` returns to."""
+        return self.tail.stat().st_size if self.tail.exists() else None
+
+    def cut_back(self, size: int | None) -> None:
+        """Undo appends made since :meth:`size` returned ``size`` (a failed write must not leave part of a batch)."""
+        if size is None:
+            self.tail.unlink(missing_ok=True)
+        elif self.tail.exists() and self.tail.stat().st_size > size:
+            with open(self.tail, "r+b") as handle:
+                handle.truncate(size)
+                os.fsync(handle.fileno())
+
     def append(self, lines: Iterable[str]) -> None:
-        """Append complete lines durably (one write, then fsync)."""
+        """Append complete lines durably (one write, then fsync); a failed write (a full disk) is undone and raised
+        as a :class:`DatasetError` naming the tail."""
         payload = "".join(line.rstrip("\n") + "\n" for line in lines)
         if not payload:
             return
         self.tail.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.tail, "a", encoding="utf-8") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
+        before = self.size()
+        try:
+            with open(self.tail, "a", encoding="utf-8") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as error:
+            self.cut_back(before)
+            raise write_error(self.tail, error) from None
 
     def seal(self) -> Path | None:
         """Compress the tail into a new segment, record its checksum and empty the tail. Returns the new segment."""
@@ -248,10 +274,17 @@ class Table:
         number = int(_SEGMENT.search(segments[-1].name).group(1)) + 1 if segments else 1  # type: ignore[union-attr]
         segment = self.tail.with_name(f"{self.tail.name}.{number:04d}.xz")
         temporary = segment.with_name(segment.name + ".tmp")
-        with lzma.open(temporary, "wb", preset=9 | lzma.PRESET_EXTREME) as handle:
-            handle.write(data)
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
+        try:
+            with lzma.open(temporary, "wb", preset=9 | lzma.PRESET_EXTREME) as handle:
+                handle.write(data)
+            with open(temporary, "rb") as handle:
+                os.fsync(handle.fileno())
+        except OSError as error:  # the tail keeps every line: nothing is lost, the segment is just not made
+            temporary.unlink(missing_ok=True)
+            raise write_error(segment, error) from None
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         entry = _entry(temporary)
         os.replace(temporary, segment)
         # A kill here leaves the segment unrecorded (read without checksum) and the tail full: repair() finds the
@@ -264,11 +297,15 @@ class Table:
         """Add manifest entries atomically (temporary file + rename: a kill leaves the old or the new manifest)."""
         segments = {**self.manifest(), **entries}
         temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump({"format": MANIFEST_FORMAT, "segments": segments}, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump({"format": MANIFEST_FORMAT, "segments": segments}, handle, indent=1, sort_keys=True)
+                handle.write("\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as error:  # the segment stays unrecorded (read without checksum; repair() records it)
+            temporary.unlink(missing_ok=True)
+            raise write_error(self.manifest_path, error) from None
         os.replace(temporary, self.manifest_path)
 
     def _truncate_tail(self) -> None:
