@@ -192,3 +192,25 @@ def test_cli_verify_clean_dataset_and_record_missing(tmp_path, capsys):
     assert f"recorded the checksum of {segment}" in capsys.readouterr().out
     assert main(["dataset", "verify", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["segments_unrecorded"] == 0
+
+
+def test_a_torn_tail_line_is_reported_by_info_and_verify_says_the_next_writer_moves_it(tmp_path, capsys):
+    # verify told a torn tail line to "restore from git" while its own line said the next writer moves it aside;
+    # dataset info said nothing about it.
+    store = Dataset(tmp_path).store_for(PLATFORM)
+    with store:
+        store.add_workload(["A", "ZmFrZQ=="])
+        store.append([program("A", 1, [1e-3]), program("A", 2, [2e-3])])
+    with open(store.records.tail, "a") as handle:
+        handle.write('[0, [[["Sample')  # a kill in the middle of a write
+    assert main(["dataset", "info", str(tmp_path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["per_platform"][PLATFORM.id]
+    assert info["records"] == 2 and any("unfinished last line" in reason for reason in info["skipped_lines"])
+    assert main(["dataset", "info", str(tmp_path)]) == 0
+    assert "unfinished last line" in capsys.readouterr().out
+    assert main(["dataset", "verify", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "the next writer moves it aside" in captured.err and "git" not in captured.err
+    assert main(["dataset", "seal", str(tmp_path)]) == 0  # the next writer
+    capsys.readouterr()
+    assert main(["dataset", "verify", str(tmp_path)]) == 0

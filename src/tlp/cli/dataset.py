@@ -118,8 +118,16 @@ def cmd_dataset_verify(args: argparse.Namespace) -> int:
     if result["clean"]:
         return 0
     if not args.json:
-        print(f"tlp: error: {len(result['problems'])} problems in {args.path}: restore damaged files from git "
-              "(`git checkout -- PATH`), or read around them with `tlp dataset info --skip-damaged`", file=sys.stderr)
+        torn = [p for p in result["problems"] if "unfinished last line" in p["problem"]]
+        advice = []
+        if len(torn) < len(result["problems"]):
+            advice.append("restore damaged files from git (`git checkout -- PATH`), or read around them with "
+                          "`tlp dataset info --skip-damaged`")
+        if torn:
+            advice.append(f"{len(torn)} tail{'s end' if len(torn) > 1 else ' ends'} in an unfinished line (a write "
+                          "cut short by a kill; readers leave it out): nothing to restore, the next writer moves it "
+                          f"aside, e.g. `tlp dataset seal {args.path}`")
+        print(f"tlp: error: {len(result['problems'])} problems in {args.path}: {'; '.join(advice)}", file=sys.stderr)
     return 1  # damage found (2 stays "could not run", as for every TLPError)
 
 

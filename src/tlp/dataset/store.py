@@ -130,6 +130,8 @@ class ReadReport:
 
 
 LOST_WORKLOAD = "workload lost with a damaged segment"
+UNFINISHED_TAIL = ("unfinished last line, not read (a write cut short by a kill; the next writer moves it aside, e.g. "
+                   "`tlp dataset seal`)")
 
 # Stores whose writer lock this process holds: released if a repeated Ctrl-C ends the process at once.
 _LOCKED: set["PlatformStore"] = set()
@@ -380,6 +382,10 @@ class PlatformStore:
                 program.run_secs = None
                 program.error = program.error or f"invalid run_secs {run_secs}"
             yield program
+        for table in self.tables():
+            cut = table.unfinished_tail()
+            if cut:
+                report.skip(f"{table.tail} ({cut} bytes)", UNFINISHED_TAIL)
 
     def latest_programs(self, report: ReadReport | None = None,
                         each: Callable[[MeasuredProgram], None] | None = None) -> dict[str, MeasuredProgram]:

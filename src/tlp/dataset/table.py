@@ -146,6 +146,23 @@ class Table:
                     if line.strip():
                         yield f"{self.tail}:{number}", line.rstrip("\n")
 
+    def unfinished_tail(self) -> int:
+        """Bytes of a last tail line without its newline (a write cut short by a kill), which readers leave out."""
+        try:
+            with open(self.tail, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                if size == 0:
+                    return 0
+                handle.seek(size - 1)
+                if handle.read(1) == b"\n":
+                    return 0
+                handle.seek(0)
+                data = handle.read()
+        except FileNotFoundError:
+            return 0
+        return len(data) - (data.rfind(b"\n") + 1)
+
     # ---- verification ----------------------------------------------------------------------------------------
     def check(self) -> list[SegmentCheck]:
         """Check every segment (checksum when recorded, full decompression, UTF-8, every line JSON) and the tail."""
