@@ -59,3 +59,43 @@ def test_an_unknown_mcpu_or_a_missing_num_cores_is_one_line_before_anything_runs
     check_llvm_target(filled)
     with pytest.raises(TargetError, match="num-cores"):
         Platform.remote({"kind": "llvm", "mcpu": "znver3"}, "board")  # the remote core count is unknown here
+
+
+def _filed_under_an_older_name(collected, host_platform, tmp_path):
+    """A copy of the collection whose platform.json says it was measured on a znver4 host: today's rule names it
+    ...-on-znver4-..., but its folder has the name an older rule gave it (no -on- part)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "old" / host_platform.id
+    shutil.copytree(collected[0].path / host_platform.id, folder)
+    shutil.copy(collected[0].path / "tasks.json", tmp_path / "old" / "tasks.json")
+    meta = json.loads((folder / "platform.json").read_text())
+    meta["hardware"]["llvm_cpu"] = "znver4"
+    (folder / "platform.json").write_text(json.dumps(meta))
+    assert "-on-znver4-" in Platform.from_json(meta).id and Platform.from_json(meta).id != folder.name
+    return tmp_path / "old", folder.name
+
+
+def test_a_platform_filed_under_an_older_name_keeps_its_folders_id(collected, host_platform, tmp_path,
+                                                                    tiny_checkpoint):
+    # `tlp adapt --platform llvm-sandybridge-2c-2f9238bb` failed with "no platform 'llvm-sandybridge-2c-on-znver4-...'"
+    # though `tlp dataset info` listed the folder: the store's id was recomputed from platform.json.
+    import json
+
+    from conftest import tlp_cli
+    from tlp.dataset import Dataset
+
+    path, name = _filed_under_an_older_name(collected, host_platform, tmp_path)
+    dataset = Dataset(path)
+    store = dataset.store(name)
+    assert store.platform.id == name and len(list(store.iter_programs())) > 0
+    # a writer with the same target and hardware continues that folder, never starts a second one
+    assert dataset.store_for(Platform(store.platform.target, store.platform.hardware)).path == store.path
+    assert dataset.platform_ids() == [name]
+    info = tlp_cli(["dataset", "info", str(path), "--json"])
+    assert name in json.loads(info.stdout)["platforms"]
+    adapted = tlp_cli(["adapt", "--platform", name, "--dataset", str(path), "--model", str(tiny_checkpoint),
+                       "--out", str(tmp_path / "adapted.pt"), "--held-out", "none", "--force", "-q", "--json"])
+    # found under its folder's name: what stops it now is only that the tiny collection is too small for a head
+    assert "no platform" not in adapted.stderr and f"{path / name}: 16 valid training programs" in adapted.stderr

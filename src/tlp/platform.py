@@ -242,9 +242,17 @@ class Platform:
 
     target: dict[str, Any]
     hardware: dict[str, Any] = field(default_factory=dict)
+    # The name a stored platform is filed under (its dataset folder), when it was named by an older rule (before the
+    # ``-on-<host>`` part, say): a stored platform keeps its name, never a silently recomputed one.
+    stored_id: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
+        return self.stored_id or self.derived_id
+
+    @property
+    def derived_id(self) -> str:
+        """The id today's naming rule gives this target and hardware."""
         digest = hashlib.sha1(
             json.dumps({"target": self.target, "hardware": self.hardware}, sort_keys=True).encode()
         ).hexdigest()[:8]

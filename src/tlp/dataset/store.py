@@ -174,6 +174,8 @@ class PlatformStore:
         meta = Path(path) / "platform.json"
         try:
             platform = Platform.from_json(json.loads(meta.read_text()))
+            if platform.derived_id != Path(path).name:  # named by an older rule (or renamed): the folder says
+                platform = Platform(platform.target, platform.hardware, stored_id=Path(path).name)
         except FileNotFoundError:
             raise DatasetError(f"{meta}: missing; {path} is not a TLP platform folder") from None
         except (json.JSONDecodeError, KeyError, TypeError) as error:
@@ -452,13 +454,22 @@ class Dataset:
         return store
 
     def store_for(self, platform: Platform) -> PlatformStore:
-        """The store of ``platform``, created if new. Refuses a folder whose platform.json says otherwise."""
+        """The store of ``platform``, created if new. A folder named by an older rule that holds the same target and
+        hardware is that store (its records continue there). Refuses a folder whose platform.json says otherwise."""
         path = self.path / platform.id
         if (path / "platform.json").exists():
             existing = PlatformStore.open(path)
-            if existing.platform.id != platform.id:
-                raise DatasetError(f"{path}/platform.json describes platform {existing.platform.id}, not {platform.id}")
+            if existing.platform.derived_id != platform.derived_id:
+                raise DatasetError(f"{path}/platform.json describes another target or machine "
+                                   f"({existing.platform.derived_id}), not {platform.id}")
             return existing
+        for platform_id in self.platform_ids():
+            try:
+                existing = PlatformStore.open(self.path / platform_id)
+            except DatasetError:
+                continue
+            if existing.platform.derived_id == platform.derived_id:  # same target and hardware, under its old name
+                return existing
         return PlatformStore.create(path, platform)
 
     def remove_if_empty(self, platform_id: str) -> bool:
