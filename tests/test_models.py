@@ -122,6 +122,22 @@ def test_numerics_tolerances_by_dtype():
     assert not compare_outputs(["y"], [np.array([np.nan, 0], np.float32)], reference[:1])["ok"]
 
 
+def test_outputs_near_zero_are_judged_by_an_absolute_floor():
+    # A model whose outputs are ~1e-40 (denormals) was reported NUMERICS FAILED with a max abs error of 9e-41.
+    from tlp.tune.numerics import format_numerics
+
+    tiny = np.array([1e-40, -2e-40, 0.0], np.float32)
+    result = compare_outputs(["y"], [tiny + np.float32(9e-41)], [tiny])
+    (output,) = result["outputs"]
+    assert result["ok"] and output["near_zero"] and output["max_abs_err"] < 1e-39 and output["tolerance_abs"] == 1e-5
+    assert "outputs all near zero" in "\n".join(format_numerics(result))
+    # the floor is a floor: a real difference at that scale still fails, and large outputs stay relative
+    assert not compare_outputs(["y"], [tiny + np.float32(1e-3)], [tiny])["ok"]
+    big = np.array([1e4, -2e4], np.float32)
+    assert compare_outputs(["y"], [big + 5.0], [big])["ok"] and not compare_outputs(["y"], [big + 50.0], [big])["ok"]
+    assert "near_zero" not in compare_outputs(["y"], [big], [big])["outputs"][0]
+
+
 def test_cli_failure_is_one_line_and_debug_adds_the_traceback(tmp_path):
     source = _source(tmp_path, "unsupported", UNSUPPORTED_OP)
     run = tlp_cli(["tune", source, "--trials", "4", "--work-dir", str(tmp_path / "w")])
