@@ -27,8 +27,12 @@ def test_old_style_target_is_rejected(tmp_path):
 
 def test_rpc_tracker_down_exits_2(tmp_path):
     result = run("collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--target",
-                 '{"kind": "llvm", "mcpu": "znver3"}', "--rpc-tracker", "127.0.0.1:1", "--rpc-key", "x")
+                 '{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}', "--rpc-tracker", "127.0.0.1:1", "--rpc-key", "x")
     assert result.returncode == 2 and "not reachable" in result.stderr
+    # the remote machine's core count is unknown here: an RPC target must say it (MetaSchedule needs it)
+    no_cores = run("collect", "--workloads", "dense_64x64x64", "--dataset", str(tmp_path), "--target",
+                   '{"kind": "llvm", "mcpu": "znver3"}', "--rpc-tracker", "127.0.0.1:1", "--rpc-key", "x")
+    assert no_cores.returncode == 2 and 'no "num-cores"' in no_cores.stderr
 
 
 def test_dataset_info_json_and_text(tmp_path):
@@ -88,7 +92,7 @@ def test_train_writes_a_self_describing_checkpoint(collected, tmp_path):
 
 def test_train_refuses_an_empty_dataset(tmp_path):
     result = run("train", str(tmp_path), "--out", str(tmp_path / "m.pt"))
-    assert result.returncode == 2 and "choose one with --platform" in result.stderr
+    assert result.returncode == 2 and "no platform stored here yet" in result.stderr
 
 
 def test_train_refuses_distil_alpha_without_teachers(tmp_path):

@@ -94,3 +94,16 @@ def apply_settings(configs: list[Any], settings: dict[str, str], verb: str, rese
             known = sorted({k for c in configs for k in settable_fields(c)} - set(reserved))
             raise SettingError(f"tlp {verb}: --set {key}: no such setting (settings: {', '.join(known)})")
     return configs
+
+
+def check_ranges(config: Any, what: str, rules: dict[str, tuple[float | None, float | None]]) -> None:
+    """Refuse a setting outside its range in one line (``rules``: field -> (lowest, highest), ``None``: open; a
+    field that is ``None`` is unset and passes): nonsense such as ``batch_size=0`` measured nothing and exited 0."""
+    for name, (low, high) in rules.items():
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = (f"between {low:g} and {high:g}" if low is not None and high is not None else
+                      f"at least {low:g}" if low is not None else f"at most {high:g}")
+            raise SettingError(f"{what}: {name} must be {bounds}, not {value}")

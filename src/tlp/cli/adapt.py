@@ -25,6 +25,12 @@ class AdaptSettings:
     head_soup: int | None = None  # heads trained with K seeds, weights averaged (None: 4 with --freeze-backbone)
     run_timeout_s: float = 10.0
 
+    def __post_init__(self) -> None:
+        from tlp.settings import check_ranges  # pylint: disable=import-outside-toplevel
+
+        check_ranges(self, "adapt settings", {"fraction": (0, 1), "held_out_fraction": (0, 1), "head_soup": (1, None),
+                                              "run_timeout_s": (1e-3, None)})
+
 
 def cmd_adapt(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel
@@ -36,13 +42,13 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from tlp.platform import Platform
     from tlp.settings import apply_settings, parse_pairs
 
+    pairs = parse_pairs(args.settings, "adapt")
+    settings = AdaptSettings(DEFAULT_TRAIN_FRACTION, DEFAULT_HELD_OUT_FRACTION)
+    (settings,) = apply_settings([settings], pairs, "adapt")  # checked before anything is read
     if not Path(args.dataset, "tasks.json").is_file():
         raise DatasetError(f"{args.dataset}: no dataset here to take programs from (pass --dataset, e.g. the "
                            f"datasets/tlp-cpu folder of a TLP checkout)")
     dataset = Dataset(args.dataset)
-    pairs = parse_pairs(args.settings, "adapt")
-    settings = AdaptSettings(DEFAULT_TRAIN_FRACTION, DEFAULT_HELD_OUT_FRACTION)
-    (settings,) = apply_settings([settings], pairs, "adapt")
     fraction, held_out_fraction = settings.fraction, settings.held_out_fraction
     if args.platform:
         # Another machine's stored programs: this one cannot measure for it, so the head learns from what is stored.

@@ -24,6 +24,12 @@ class RemeasureSettings:
     held_out_fraction: float = 1.0  # share of the held-out networks' tasks, measured first
     load_threshold: float = 0.10  # --remeasure-loaded: records taken while other processes used more CPU than this
 
+    def __post_init__(self) -> None:
+        from tlp.settings import check_ranges  # pylint: disable=import-outside-toplevel
+
+        check_ranges(self, "collect settings", {"fraction": (0, 1), "held_out_fraction": (0, 1),
+                                                "load_threshold": (0, 1)})
+
 
 def cmd_collect(args: argparse.Namespace) -> int:
     # pylint: disable=import-outside-toplevel

@@ -78,6 +78,9 @@ def platform_of(dataset: Any, requested: str | None) -> str:
     if requested:
         return requested
     platforms = dataset.platform_ids()
+    if not platforms:
+        raise DatasetError(f"{dataset.path}: no such dataset folder" if not dataset.path.is_dir() else
+                           f"{dataset.path}: no platform stored here yet (tlp collect or tlp dataset import first)")
     if len(platforms) != 1:
         raise DatasetError(f"{dataset.path}: {len(platforms)} platforms ({', '.join(platforms) or 'none'}); "
                            "choose one with --platform")
@@ -90,6 +93,8 @@ def train_platforms(dataset: Any, args: argparse.Namespace) -> list[str]:
 
     if not args.platforms:
         return [platform_of(dataset, args.platform)]
+    if not dataset.path.is_dir():
+        raise DatasetError(f"{dataset.path}: no such dataset folder")
     known = dataset.platform_ids()
     wanted = known if args.platforms == "all" else [p for p in args.platforms.split(",") if p]
     unknown = [p for p in wanted if p not in known]

@@ -17,16 +17,32 @@ def cmd_dataset_info(args: argparse.Namespace) -> int:
 
     if not Path(args.path).is_dir():
         raise DatasetError(f"{args.path}: no such dataset folder")
+    if not 0 <= args.load_threshold <= 1:
+        raise DatasetError(f"--load-threshold {args.load_threshold}: a share of the machine, between 0 and 1")
     info = dataset_info(Dataset(args.path, skip_damaged=args.skip_damaged), args.load_threshold)
     print(json.dumps(info, indent=1) if args.json else format_info(info))
     return 0
 
 
+def _existing(path: str) -> Any:
+    """The dataset at ``path``, which must be a folder already (reading and sealing make none)."""
+    from tlp.dataset.store import Dataset, DatasetError  # pylint: disable=import-outside-toplevel
+
+    if not Path(path).is_dir():
+        raise DatasetError(f"{path}: no such dataset folder")
+    return Dataset(path)
+
+
 def cmd_dataset_compare(args: argparse.Namespace) -> int:
     from tlp.dataset.compare import compare_platforms, format_comparison  # pylint: disable=import-outside-toplevel
-    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
+    from tlp.dataset.store import DatasetError  # pylint: disable=import-outside-toplevel
 
-    dataset = Dataset(args.path)
+    if args.min_programs < 2:
+        raise DatasetError(f"--min-programs {args.min_programs}: a ranking needs at least 2 shared programs per task")
+    dataset = _existing(args.path)
+    if not dataset.platform_ids():
+        raise DatasetError(f"{args.path}: no platform stored here yet; comparing needs two that measured the same "
+                           "programs (tlp collect --remeasure-from)")
     result = compare_platforms(dataset, train_platforms(dataset, args) if args.platforms else None, args.min_programs)
     print(json.dumps(result, indent=1) if args.json else format_comparison(result))
     return 0
@@ -85,9 +101,7 @@ def _import_ansor(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_seal(args: argparse.Namespace) -> int:
-    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
-
-    dataset = Dataset(args.path)
+    dataset = _existing(args.path)
     for platform_id in dataset.platform_ids():
         with dataset.store(platform_id) as store:
             for segment in store.seal():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tlp import TLPError
@@ -40,7 +41,7 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, TrainSettings]:
     from tlp.model.estimator import TrainConfig
     from tlp.model.losses import LOSSES
     from tlp.model.network import ARCHS, ModelConfig
-    from tlp.settings import apply_settings, parse_pairs
+    from tlp.settings import apply_settings, check_ranges, parse_pairs
 
     model, train, opts = ModelConfig(), TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device), \
         TrainSettings()
@@ -48,6 +49,29 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, TrainSettings]:
                                         reserved=OWN_OPTIONS)
     if train.patience < 1:
         raise TLPError(f"tlp train: patience must be at least 1 epoch, got {train.patience}")
+    # Before the dataset is read: nonsense such as --epochs 0 trained nothing, --set lr=-1 trained backwards.
+    check_ranges(train, "tlp train", {"epochs": (1, None), "tasks_per_batch": (1, None), "lr": (1e-12, None),
+                                      "weight_decay": (0, None), "val_fraction": (0, 0.9),
+                                      "programs_per_task": (0, None)})
+    check_ranges(model, "tlp train", {"hidden": (1, None), "heads": (1, None), "residual_blocks": (0, None),
+                                      "layers": (0, None), "kind_vocab": (2, None), "string_vocab": (2, None),
+                                      "id_embedding": (1, None), "dropout": (0, 0.99)})
+    check_ranges(opts, "tlp train", {"seq_len": (1, None), "min_head_programs": (1, None), "distil_alpha": (0, 1),
+                                     "transfer_shapes": (0, None), "rescore_least": (1, None)})
+    if model.hidden % model.heads:
+        raise TLPError(f"tlp train: hidden ({model.hidden}) must be a multiple of heads ({model.heads})")
+    if train.device not in ("auto", "cpu") and not str(train.device).startswith("cuda"):
+        raise TLPError(f"tlp train: --device {train.device!r}: auto, cpu, cuda or cuda:N")
+    if str(train.device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise TLPError(f"tlp train: --device {train.device}: PyTorch sees no CUDA device here (or was built "
+                           "without CUDA); use --device cpu or auto")
+        index = str(train.device).partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise TLPError(f"tlp train: --device {train.device}: PyTorch sees {torch.cuda.device_count()} CUDA "
+                           "device(s)")
     if train.loss not in LOSSES or model.arch not in ARCHS:  # before the dataset is read and featurized
         raise TLPError(f"tlp train: loss {train.loss!r} / arch {model.arch!r}: losses are {', '.join(LOSSES)}; "
                        f"archs {', '.join(ARCHS)}")
@@ -67,6 +91,15 @@ def _feature_config(dataset: Any, platform_id: str, record_format: str, seq_len:
             raise TLPError(f"compact: platform {platform_id} holds Ansor steps, not MetaSchedule traces")
         return AnsorStepConfig.paper(str(dataset.store(platform_id).platform.target.get("kind")), seq_len)
     return FeatureConfig(seq_len=seq_len or 80, compact=compact)
+
+
+def _check_out(out: Path) -> None:
+    """The checkpoint's place must be writable: its folder is made now (OSError: one line naming it)."""
+    if out.is_dir():
+        raise TLPError(f"--out {out}: a folder; give the checkpoint's file name, e.g. {out / 'model.pt'}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(out.parent, os.W_OK):
+        raise TLPError(f"--out {out}: cannot write in {out.parent}; choose another place")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -90,6 +123,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.first_stage and not args.ensemble_of:
         raise TLPError("tlp train: --first-stage makes a cascade whose second stage is an ensemble: name its "
                        "members with --ensemble-of")
+    _check_out(Path(args.out))  # before minutes of training: a place the checkpoint cannot go is one line now
     if args.ensemble_of:
         return _ensemble(args, opts.rescore_least)
     dataset = Dataset(args.dataset)

@@ -49,6 +49,13 @@ class CollectPlan:
     seal_every_s: float = 600.0
     max_batches: int | None = None  # stop after this many batches (tests, benchmarks)
 
+    def __post_init__(self) -> None:
+        from tlp.settings import check_ranges  # pylint: disable=import-outside-toplevel
+
+        check_ranges(self, "collect settings", {"trials_per_task": (1, None), "random_fraction": (0, 1),
+                                                "batch_size": (1, None), "seal_every_s": (0, None),
+                                                "max_batches": (1, None)})
+
 
 @dataclass
 class CollectSummary:

@@ -67,6 +67,13 @@ class MeasureConfig:
     build_workers: int | None = None
     rpc: RPCSettings | None = None
 
+    def __post_init__(self) -> None:
+        from tlp.settings import check_ranges  # pylint: disable=import-outside-toplevel
+
+        check_ranges(self, "measure settings", {"repeat": (1, None), "number": (1, None), "min_repeat_ms": (0, None),
+                                                "build_timeout_s": (1e-3, None), "run_timeout_s": (1e-3, None),
+                                                "build_workers": (1, None)})
+
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k != "rpc"}
         data["rpc"] = None if self.rpc is None else self.rpc.__dict__

@@ -439,6 +439,8 @@ class Dataset:
     def __init__(self, path: Path | str, skip_damaged: bool = False) -> None:
         self.path = Path(path)
         self.skip_damaged = skip_damaged  # readers from store() skip damaged segments (see PlatformStore)
+        if self.path.exists() and not self.path.is_dir():
+            raise DatasetError(f"{self.path}: a file, not a dataset folder; give a folder (a new one is made)")
 
     def platform_ids(self) -> list[str]:
         if not self.path.exists():
@@ -446,6 +448,8 @@ class Dataset:
         return sorted(p.name for p in self.path.iterdir() if (p / "platform.json").exists())
 
     def store(self, platform_id: str) -> PlatformStore:
+        if not self.path.is_dir():
+            raise DatasetError(f"{self.path}: no such dataset folder")
         if platform_id not in self.platform_ids():
             known = ", ".join(self.platform_ids()) or "none"
             raise DatasetError(f"{self.path}: no platform {platform_id!r} (platforms here: {known})")

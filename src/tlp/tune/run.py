@@ -240,6 +240,8 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         raise TLPError(f"{work_dir}: not a folder; give another work dir")
     if not tunable.tasks:
         raise TLPError(f"{tunable.name}: no tunable tasks (nothing to schedule)")
+    if config.dataset:
+        Dataset(config.dataset)  # a file where the dataset folder should be: one line now, not after the search
     target = tvm.target.Target(target_json)
     n_tasks = len(tunable.tasks)
     database, set_aside = None, None
