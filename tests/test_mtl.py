@@ -149,7 +149,7 @@ def test_head_soup_is_the_mean_of_its_seeds_heads(two_platforms, tiny_checkpoint
               train_fraction=0.0, held_out_fraction=0.0, head_soup=3, progress=False, min_programs=4)
     result = tlp_cli(["adapt", "--dataset", str(dataset.path), "--model", str(tiny_checkpoint), "--platform", sse.id,
                       "--freeze-backbone", "--set", "head_soup=0"])
-    assert result.returncode == 2 and "--head-soup must be at least 1" in result.stderr
+    assert result.returncode == 2 and "head_soup must be at least 1" in result.stderr
 
 
 def test_train_add_heads_to_gives_a_model_the_dataset_platforms_it_lacks(two_platforms, tiny_checkpoint, tmp_path):
@@ -377,5 +377,5 @@ def test_adapt_report_without_a_held_out_sample_says_so_in_valid_json():
                          test_programs=0, freeze_backbone=True, top1_nearest_head=None, top1_own_head=None,
                          top5_nearest_head=None, top5_own_head=None, measure_seconds=1136.6, train_seconds=125.6,
                          out="m.pt", head_soup=4)
-    assert "no score" in format_adapt_report(report) and "--held-out-fraction" in format_adapt_report(report)
+    assert "no score" in format_adapt_report(report) and "held_out_fraction" in format_adapt_report(report)
     assert json.loads(json.dumps(report.to_json(), allow_nan=False))["top1_own_head"] is None

@@ -90,15 +90,6 @@ class TLPCascade(CompositeModel):
         return rerank_top(scores, rescored_count(len(scores), self.least, self.fraction),
                           lambda top: self.second.predict_features(features[top], head, threads, precision))
 
-    def first_choices(self, features: np.ndarray, head: int = 0, threads: int | None = None) -> list[int]:
-        """The second stage's networks' own first choices among the programs it re-ranks (the first stage's top
-        :func:`rescored_count`), as indices of ``features``."""
-        if not len(features):
-            return []
-        first = self.first.predict_features(self._features_for(self.first, features), head, threads)
-        top = np.argsort(-first, kind="stable")[:rescored_count(len(features), self.least, self.fraction)]
-        return [int(top[choice]) for choice in self.second.first_choices(features[top], head, threads)]
-
     # ---- persistence ---------------------------------------------------------------------------------------
     def _part_payloads(self) -> dict[str, Any]:
         if isinstance(self.second, CompositeModel):  # heads added through the cascade: the second stage says so too

@@ -72,12 +72,6 @@ class TLPEnsemble(CompositeModel):
         """The mean of the members' scores of featurized programs by one platform's head."""
         return np.mean([m.predict_features(features, head, threads, precision) for m in self.members], axis=0)
 
-    def first_choices(self, features: np.ndarray, head: int = 0, threads: int | None = None) -> list[int]:
-        """Each member's best-scored program, without repeats, in member order: where the members disagree, the
-        mean is unsure between their favourites."""
-        return list(dict.fromkeys(choice for member in self.members
-                                  for choice in member.first_choices(features, head, threads)))
-
     # ---- persistence ---------------------------------------------------------------------------------------
     def _part_payloads(self) -> dict[str, Any]:
         self.meta["members"] = len(self.members)

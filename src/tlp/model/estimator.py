@@ -528,11 +528,6 @@ class TLPModel:
         """Scores for MetaSchedule traces (JSON form) by one platform's head; higher means faster."""
         return self.predict_features(self.featurizer.transform(traces, extents), head, precision=precision)
 
-    def first_choices(self, features: np.ndarray, head: int = 0, threads: int | None = None) -> list[int]:
-        """The program each of the model's final networks scores best (one network here: its best program);
-        an ensemble or a cascade names one per member (:mod:`tlp.search.search_strategy.first_round`'s member picks)."""
-        return [int(np.argmax(self.predict_features(features, head, threads)))] if len(features) else []
-
     # ---- persistence ---------------------------------------------------------------------------------------
     def payload(self) -> dict[str, Any]:
         """What a checkpoint holds: the description (JSON text) and the network's weights."""
