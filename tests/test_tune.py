@@ -161,6 +161,26 @@ def test_tune_a_pytorch_module_end_to_end(tmp_path, tiny_checkpoint):
     report = json.loads(done.stdout)
     assert report["end_to_end_s"] > 0 and report["torch_eager_s"] > 0 and report["speedup_vs_torch"] > 0
     assert (tmp_path / "w" / "compiled.so").exists()
+    # torch.compile beside eager, and where the wall time went: every stage that ran, in seconds that add up
+    assert report["torch_compile"]["skipped"] is None and report["torch_compile_s"] > 0
+    assert report["speedup_vs_torch_compile"] == pytest.approx(report["torch_compile_s"] / report["end_to_end_s"])
+    seconds = report["stages_s"]["seconds"]
+    for stage in ("import", "export", "tasks", "cost_model", "search", "search_build", "search_run",
+                  "search_cost_model", "compile", "numerics", "torch_compile", "timing"):
+        assert seconds[stage] > 0, stage
+    top = ("import", "cost_model", "compile_check", "schedule_library", "search", "dataset", "zero_measurement",
+           "compile", "numerics", "torch_compile", "timing", "other")
+    assert sum(seconds.get(stage, 0) for stage in top) == pytest.approx(report["wall_s"], abs=0.5)
+    assert seconds["search_build"] + seconds["search_run"] + seconds["search_cost_model"] <= seconds["search"] + 0.01
+    assert 0 < report["stages_s"]["outside_search_and_compile"] < 1
+    from tlp.tune.report import format_report  # pylint: disable=import-outside-toplevel
+
+    printed = format_report(report)
+    assert "torch.compile, Inductor (" in printed and "wall time by stage (" in printed and "search " in printed
+    off = _tune([str(source), "--work-dir", str(tmp_path / "w"), "--trials", "8", "--set", "torch_compile=false",
+                 "--json"])  # the budget is spent: compiles and times only
+    assert off.returncode == 0, off.stderr
+    assert "torch_compile" not in json.loads(off.stdout) and "search" not in json.loads(off.stdout)["stages_s"]["seconds"]
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_the_database(tmp_path, tiny_checkpoint):

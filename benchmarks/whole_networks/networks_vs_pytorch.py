@@ -36,7 +36,11 @@ def _row(network: str, model: str, seed: int, report: dict) -> dict:
     return {"network": network, "model": model, "seed": seed, "trials": report["trials"],
             "tune_wall_s": report["wall_s"], "end_to_end_ms": report["end_to_end_s"] * 1e3,
             "torch_eager_ms": report["torch_eager_s"] * 1e3 if report.get("torch_eager_s") else None,
-            "speedup_vs_torch": report.get("speedup_vs_torch"), "numerics_ok": numerics.get("ok"),
+            "speedup_vs_torch": report.get("speedup_vs_torch"),
+            "torch_compile_ms": report["torch_compile_s"] * 1e3 if report.get("torch_compile_s") else None,
+            "speedup_vs_torch_compile": report.get("speedup_vs_torch_compile"),
+            "torch_compile_skipped": (report.get("torch_compile") or {}).get("skipped"),
+            "stages_s": report.get("stages_s"), "numerics_ok": numerics.get("ok"),
             "max_rel_err": max((o["max_rel_err"] or 0.0 for o in numerics.get("outputs", [])), default=None),
             "threads": report.get("threads"), "import_notes": report.get("import_notes", []),
             "schedules": report.get("schedules")}
@@ -74,7 +78,10 @@ def main() -> None:
                 rows = [r for r in rows if (r["network"], r["model"], r["seed"], r["budget"]) != key] + [row]
                 write_json(out, {"target": target, "rows": rows})
                 print(f"{network} {model} seed {seed} ({row['trials']} trials): {row['end_to_end_ms']:.3f} ms vs "
-                      f"PyTorch {row['torch_eager_ms']:.3f} ms -> {row['speedup_vs_torch']:.2f}x, numerics "
+                      f"PyTorch {row['torch_eager_ms']:.3f} ms -> {row['speedup_vs_torch']:.2f}x, torch.compile "
+                      + (f"{row['torch_compile_ms']:.3f} ms -> {row['speedup_vs_torch_compile']:.2f}x"
+                         if row["torch_compile_ms"] else f"skipped ({row['torch_compile_skipped']})")
+                      + f", numerics "
                       f"{'ok' if row['numerics_ok'] else 'FAILED'}", flush=True)
 
 

@@ -175,8 +175,16 @@ class PersistentBuilder(ms.builder.PyBuilder):
         super().__init__()
         self.timeout_sec = timeout_sec
         self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec, maximum_process_uses=max_uses)
+        self.seconds = 0.0  # wall time spent building, for a run's time breakdown
 
     def build(self, build_inputs: list[Any]) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return self._build(build_inputs)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _build(self, build_inputs: list[Any]) -> list[Any]:
         jobs = [
             (build_for_measurement, None, item.mod, item.target, _serialize_params(item.params))
             for item in build_inputs
@@ -219,8 +227,16 @@ class StoppableRunner(ms.runner.PyRunner):
         super().__init__()
         self.inner = inner
         self.pool = inner.pool
+        self.seconds = 0.0  # wall time spent running (LocalRunner measures before it returns)
 
     def run(self, runner_inputs: list[Any]) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return self._run(runner_inputs)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _run(self, runner_inputs: list[Any]) -> list[Any]:
         futures = []
         for runner_input in runner_inputs:
             interrupt.check(interrupt.NOW)
@@ -285,6 +301,12 @@ class Measurer:
         except BaseException:
             shutdown_pool(local.pool)
             raise
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Wall seconds spent building and running so far (running: local runs only; an RPC runner's time is
+        not counted)."""
+        return {"build": self.builder.seconds, "run": getattr(self.runner, "seconds", 0.0)}
 
     def close(self) -> None:
         """Stop the builder's and runner's worker processes now.

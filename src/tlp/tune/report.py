@@ -14,6 +14,7 @@ from tlp.tune.compile_check import compile_error, compile_network
 from tlp.tune.numerics import compare_outputs, format_numerics, torch_outputs, vm_outputs
 from tlp.search.database.shared_schedules import compile_database
 from tlp.tune.sources import Tunable
+from tlp.tune.stages import Stages, format_stages
 from tlp.search.task_scheduler.task_profile import format_dominant_tasks
 
 
@@ -31,8 +32,10 @@ def _median_seconds(run: Any, repeats: int = 20, min_total_s: float = 1.0) -> fl
     return float(np.median(times))
 
 
-def torch_eager_latency(tunable: Tunable, threads: int, repeats: int = 20, min_total_s: float = 1.0) -> float | None:
-    """PyTorch eager on the same number of CPU threads (networks defined in PyTorch only)."""
+def torch_eager_latency(tunable: Tunable, threads: int, repeats: int = 20, min_total_s: float = 1.0,
+                        module: Any = None) -> float | None:
+    """PyTorch eager (or ``module``, e.g. its torch.compile) on the same number of CPU threads (networks defined in
+    PyTorch only)."""
     if tunable.torch_module is None:
         return None
     import torch  # pylint: disable=import-outside-toplevel
@@ -40,9 +43,36 @@ def torch_eager_latency(tunable: Tunable, threads: int, repeats: int = 20, min_t
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        module = tunable.torch_module.eval()
+        module = tunable.torch_module.eval() if module is None else module
         with torch.no_grad():
             return _median_seconds(lambda: module(*tunable.torch_inputs), repeats, min_total_s)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def torch_compiled(tunable: Tunable, threads: int) -> tuple[Any, float, str | None]:
+    """The network under ``torch.compile`` (Inductor, PyTorch's own compiler for CPUs), compiled and checked against
+    eager: ``(callable, compile seconds, None)``, or ``(None, seconds, why not)`` where it cannot compile or its
+    outputs differ."""
+    import torch  # pylint: disable=import-outside-toplevel
+
+    from tlp import one_line  # pylint: disable=import-outside-toplevel
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    try:
+        module = tunable.torch_module.eval()
+        compiled = torch.compile(module)
+        outputs = torch_outputs(compiled, tunable.torch_inputs)  # the first call compiles
+        reference = torch_outputs(module, tunable.torch_inputs)
+        names = tunable.output_names or [f"output{i}" for i in range(len(reference))]
+        check = compare_outputs(names, outputs, reference)
+        if not check["ok"]:
+            return None, time.perf_counter() - started, "its outputs differ from eager's"
+        return compiled, time.perf_counter() - started, None
+    except Exception as error:  # pylint: disable=broad-except  # Inductor raises many error types
+        return None, time.perf_counter() - started, one_line(error)[:160]
     finally:
         torch.set_num_threads(previous)
 
@@ -55,9 +85,9 @@ NOISY_ROUNDS = 1.25
 
 
 def _alternating_latencies(machine: Any, device: Any, arguments: list[Any], tunable: Tunable, threads: int,
-                           rounds: int = 5) -> tuple[list[float], list[float]]:
-    """Per-round median end-to-end seconds of the compiled network and of PyTorch eager (empty when the network
-    has no PyTorch module), timed in alternating rounds.
+                           rounds: int = 5, inductor: Any = None) -> tuple[list[float], list[float], list[float]]:
+    """Per-round median end-to-end seconds of the compiled network, of PyTorch eager (empty when the network
+    has no PyTorch module) and of ``inductor`` (its torch.compile; empty without), timed in alternating rounds.
 
     Alternating spreads whatever else the machine is doing over both sides (timing one after the other once gave
     PyTorch 93 ms against 1.7 ms minutes earlier, while another job loaded the cores). Each side starts after a
@@ -67,6 +97,7 @@ def _alternating_latencies(machine: Any, device: Any, arguments: list[Any], tuna
     evaluator = machine.time_evaluator("main", device, number=1, repeat=4, min_repeat_ms=50)
     compiled: list[float] = []
     eager: list[float] = []
+    inductor_rounds: list[float] = []
     for _ in range(rounds):
         time.sleep(SETTLE_S)
         compiled.append(float(np.median(evaluator(*arguments).results)))
@@ -74,7 +105,10 @@ def _alternating_latencies(machine: Any, device: Any, arguments: list[Any], tuna
         latency = torch_eager_latency(tunable, threads, repeats=4, min_total_s=0.05)
         if latency is not None:
             eager.append(latency)
-    return compiled, eager
+        if inductor is not None:
+            time.sleep(SETTLE_S)
+            inductor_rounds.append(torch_eager_latency(tunable, threads, 4, 0.05, module=inductor))
+    return compiled, eager, inductor_rounds
 
 
 def rounds_spread(rounds: list[float]) -> float:
@@ -82,8 +116,55 @@ def rounds_spread(rounds: list[float]) -> float:
     return max(rounds) / min(rounds) if rounds else 1.0
 
 
-def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any) -> dict[str, Any]:
-    """Compile with the tuned database; for networks, also time the whole model and PyTorch eager."""
+def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any,
+                     torch_compile: bool = False) -> dict[str, Any]:
+    """Compile with the tuned database; for networks, also time the whole model and PyTorch eager (and, with
+    ``torch_compile``, the network under torch.compile). ``stage_s``: the seconds of each of these stages."""
+    stages = Stages()
+    with stages.timed("compile"):
+        result = _compile(tunable, target_json, work_dir, database)
+    if not tunable.is_network:
+        return {**result, "stage_s": stages.seconds}
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    executable = result.pop("executable")
+    threads = int(target_json.get("num-cores", 1))
+    runtime_threads = use_runtime_threads(threads)  # before the first kernel runs: see use_runtime_threads
+    device = tvm.cpu()
+    machine = relax.VirtualMachine(executable, device)
+    arguments = [tvm.runtime.tensor(a, device) for a in tunable.inputs + tunable.params]
+    numerics = None
+    if tunable.torch_module is not None:
+        with stages.timed("numerics"):
+            compiled = vm_outputs(machine["main"](*arguments))
+            reference = torch_outputs(tunable.torch_module, tunable.torch_inputs)
+            names = tunable.output_names or [f"output{i}" for i in range(len(reference))]
+            numerics = compare_outputs(names, compiled, reference)
+    inductor = None
+    if torch_compile and tunable.torch_module is not None:
+        with stages.timed("torch_compile"):
+            inductor, compile_s, why_not = torch_compiled(tunable, threads)
+        result["torch_compile"] = {"compile_s": round(compile_s, 1), "skipped": why_not}
+    with stages.timed("timing"):
+        compiled_rounds, eager_rounds, inductor_rounds = _alternating_latencies(machine, device, arguments, tunable,
+                                                                                threads, inductor=inductor)
+    latency = float(np.median(compiled_rounds))
+    eager = float(np.median(eager_rounds)) if eager_rounds else None
+    result.update({"end_to_end_s": latency, "torch_eager_s": eager,
+                   "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads,
+                   "end_to_end_rounds_s": compiled_rounds, "torch_eager_rounds_s": eager_rounds,
+                   "tvm_threads": runtime_threads})
+    if inductor_rounds:
+        inductor_s = float(np.median(inductor_rounds))
+        result["torch_compile"]["rounds_s"] = inductor_rounds
+        result.update({"torch_compile_s": inductor_s, "speedup_vs_torch_compile": inductor_s / latency})
+    if numerics is not None:
+        result["numerics"] = numerics
+    return {**result, "stage_s": stages.seconds}
+
+
+def _compile(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, database: Any) -> dict[str, Any]:
+    """Kernels (operators) or the network (``executable``, also exported to ``WORK/compiled.so``)."""
     target = tvm.target.Target(target_json)
     if not tunable.is_network:
         kernels = work_dir / "kernels"
@@ -98,8 +179,6 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
             library.export_library(str(path))
             written.append(str(path))
         return {"compiled": written}
-    from tvm import relax  # pylint: disable=import-outside-toplevel
-
     shared = compile_database(database)
     try:
         executable = compile_network(tunable, target, shared)
@@ -110,27 +189,7 @@ def compile_and_time(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
                             f"ms.database.JSONDatabase(work_dir='{work_dir}')") from error
     path = work_dir / "compiled.so"
     executable.export_library(str(path))
-    threads = int(target_json.get("num-cores", 1))
-    runtime_threads = use_runtime_threads(threads)  # before the first kernel runs: see use_runtime_threads
-    device = tvm.cpu()
-    machine = relax.VirtualMachine(executable, device)
-    arguments = [tvm.runtime.tensor(a, device) for a in tunable.inputs + tunable.params]
-    numerics = None
-    if tunable.torch_module is not None:
-        compiled = vm_outputs(machine["main"](*arguments))
-        reference = torch_outputs(tunable.torch_module, tunable.torch_inputs)
-        names = tunable.output_names or [f"output{i}" for i in range(len(reference))]
-        numerics = compare_outputs(names, compiled, reference)
-    compiled_rounds, eager_rounds = _alternating_latencies(machine, device, arguments, tunable, threads)
-    latency = float(np.median(compiled_rounds))
-    eager = float(np.median(eager_rounds)) if eager_rounds else None
-    result = {"compiled": [str(path)], "end_to_end_s": latency, "torch_eager_s": eager,
-              "speedup_vs_torch": (eager / latency) if eager else None, "threads": threads,
-              "end_to_end_rounds_s": compiled_rounds, "torch_eager_rounds_s": eager_rounds,
-              "tvm_threads": runtime_threads, "shared_schedules": sorted(shared.shared)}
-    if numerics is not None:
-        result["numerics"] = numerics
-    return result
+    return {"compiled": [str(path)], "executable": executable, "shared_schedules": sorted(shared.shared)}
 
 
 def history_entries(history_path: Path) -> list[tuple[dict[str, Any], float]]:
@@ -246,8 +305,15 @@ def format_report(report: dict[str, Any]) -> str:
         if report.get("torch_eager_s"):
             lines.append(f"PyTorch eager ({report['threads']} threads): {report['torch_eager_s'] * 1e3:.3f} ms "
                          f"-> {report['speedup_vs_torch']:.2f}x")
+        inductor = report.get("torch_compile")
+        if inductor and inductor.get("skipped"):
+            lines.append(f"torch.compile: skipped ({inductor['skipped']})")
+        elif report.get("torch_compile_s"):
+            lines.append(f"torch.compile, Inductor ({report['threads']} threads, compiled in {inductor['compile_s']:.0f}"
+                         f" s): {report['torch_compile_s'] * 1e3:.3f} ms -> {report['speedup_vs_torch_compile']:.2f}x")
         spread = max(rounds_spread(report.get("end_to_end_rounds_s", [])),
-                     rounds_spread(report.get("torch_eager_rounds_s", [])))
+                     rounds_spread(report.get("torch_eager_rounds_s", [])),
+                     rounds_spread((inductor or {}).get("rounds_s", [])))
         if spread > NOISY_ROUNDS:
             lines.append(f"  warning: the timing rounds differ by up to {(spread - 1) * 100:.0f} % (the machine was "
                          "busy?): run the same `tlp tune` command again to time it again (a spent budget only "
@@ -267,6 +333,8 @@ def format_report(report: dict[str, Any]) -> str:
                      f"(traces {spent['trace']:.1f} s, features {spent['featurize']:.1f} s, "
                      f"network {spent['network']:.1f} s)"
                      + (f"; online fine-tuning {spent['fine_tune']:.1f} s" if spent.get("fine_tune") else ""))
+    if report.get("stages_s"):
+        lines.extend(format_stages(report["stages_s"], report["wall_s"]))
     if report.get("curve_png"):
         lines.append(f"curve: {report['curve_png']}")
     lines.append(f"database: {report['work_dir']} (MetaSchedule JSONDatabase; re-run to continue)")

@@ -44,6 +44,7 @@ from tlp.search.database.json_database import open_json_database
 from tlp.search.presets import COST_MODELS, FROM_PRESET
 from tlp.search.presets import resolve as resolve_settings
 from tlp.tune.sources import Tunable
+from tlp.tune.stages import Stages
 from tlp.tune.sources import resolve as resolve_source
 from tlp.workloads import held_out_networks
 from tlp.workloads.task import Task
@@ -86,6 +87,9 @@ class TuneConfig:
     # Tasks left without a valid measured program get the TLP model's zero-measurement schedule (False: TVM's
     # default schedule).
     predicted_schedules: bool = True
+    # Time the network under torch.compile (Inductor) beside PyTorch eager in the report (skipped, with a note,
+    # where it cannot compile).
+    torch_compile: bool = True
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
 
@@ -230,9 +234,14 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     """Tune ``source`` (a :class:`Tunable`, or what ``tlp tune`` takes: a zoo name, FILE.py, FILE.onnx) into
     ``work_dir`` (default ``runs/tune/SOURCE-COSTMODEL``) and return the report (also written as ``report.json``).
     Settings resolve as ``tlp tune``'s do: the preset, then ``config``'s own (:func:`tlp.search.presets.resolve`)."""
+    started = time.monotonic()
+    stages = Stages()
     config = resolve_settings(config or TuneConfig(), target_json)  # before anything is imported, built or measured
     check_runs_here(target_json)  # a CUDA target without a GPU or nvcc, an ISA this CPU lacks: one line, now
-    tunable = source if isinstance(source, Tunable) else resolve_source(source, target_json, fast_math=config.fast_math)
+    with stages.timed("import"):
+        tunable = source if isinstance(source, Tunable) else resolve_source(source, target_json,
+                                                                            fast_math=config.fast_math)
+    stages.update(tunable.stage_s)
     if config.top_tasks:
         tunable = tunable.top_tasks(config.top_tasks)
     work_dir = Path(work_dir or Path("runs") / "tune" / f"{Path(tunable.name).name}-{config.cost_model}")
@@ -255,16 +264,18 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     remaining = max(0, config.trials - done)
     names = [t.name for t in tunable.tasks]
     interrupted = False
-    started = time.monotonic()
     cost_model = library = None  # a re-run with the budget already spent builds neither
     if remaining > 0:
         # A bad checkpoint, a program that does not compile, a bad library dataset: one line now, before the work
         # directory is made or anything is measured.
-        cost_model = make_cost_model(config, target_json)
+        with stages.timed("cost_model"):
+            cost_model = make_cost_model(config, target_json)
         if config.compile:
-            check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
+            with stages.timed("compile_check"):
+                check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
         library_started = time.monotonic()
-        library = _schedule_library(config, target_json)
+        with stages.timed("schedule_library"):
+            library = _schedule_library(config, target_json)
         library_s = time.monotonic() - library_started
     work_dir.mkdir(parents=True, exist_ok=True)
     _check_database_target(work_dir, target_json, stamp=True)
@@ -279,6 +290,7 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         per_task = None if config.trials_per_task is None else max(
             1, config.trials_per_task - min(done_per_task))
         measurer = progress = None
+        search_started = time.perf_counter()
         try:
             # Ctrl-C and SIGTERM only request a stop, taken where raising through MetaSchedule's C++ is safe (our
             # builder, runner and progress callback; tlp.interrupt): the first Ctrl-C stores the batch in flight.
@@ -299,6 +311,9 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         except (TuneInterrupted, KeyboardInterrupt):
             interrupted = True
         finally:
+            if measurer is not None and progress is not None:
+                stages.add("search", time.perf_counter() - search_started)
+                _search_parts(stages, measurer.seconds, getattr(cost_model, "seconds", None))
             if progress is not None:
                 progress.bar.close()
             if measurer is not None:
@@ -307,7 +322,7 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     if config.dataset:  # also after an interruption, and before compiling (minutes): what was measured is kept
         platform = Platform.host(parse_target(target_json))
         try:
-            with interrupt.deferred():  # a stop while the dataset is written lets it finish and seal
+            with interrupt.deferred(), stages.timed("dataset"):  # a stop while writing lets it finish and seal
                 added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks,
                                        Path(tunable.name).name)
         except KeyboardInterrupt:
@@ -318,9 +333,13 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     # Predicted schedules only serve the compiled result: a run that does not compile (benchmarks) skips them.
     predict = config.predicted_schedules and config.compile and not interrupted
     if predict:
-        predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
-    report = build_report(tunable, target_json, work_dir, database, config, time.monotonic() - started, predicted,
+        with stages.timed("zero_measurement"):
+            predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
+    report = build_report(tunable, target_json, work_dir, database, config, 0.0, predicted,
                           measured, compile_result=not interrupted)
+    stages.update(report.pop("stage_s", {}))
+    report["wall_s"] = round(time.monotonic() - started, 1)
+    report["stages_s"] = stages.summary(report["wall_s"])
     if predict:
         report["predicted"] = _predicted_summary(predictions, work_dir)
     report["interrupted"] = interrupted
@@ -345,6 +364,17 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     if interrupted:
         raise TuneInterrupted(f"interrupted; {work_dir} keeps every measured trial (re-run to continue)")
     return report
+
+
+def _search_parts(stages: Stages, measured_s: dict[str, float], cost_model_s: dict[str, float] | None) -> None:
+    """Split the search's seconds: the cost model (TLP's own clock), building, running, and the rest (MetaSchedule's
+    search strategy and task scheduler, and a cost model that keeps no clock)."""
+    model = sum(cost_model_s.values()) if cost_model_s else 0.0
+    if model:
+        stages.add("search_cost_model", model)
+    stages.add("search_build", measured_s["build"])
+    stages.add("search_run", measured_s["run"])
+    stages.add("search_strategy", max(0.0, stages.seconds["search"] - model - measured_s["build"] - measured_s["run"]))
 
 
 def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, best: list[float | None],
@@ -426,7 +456,8 @@ def build_report(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, 
 
         report["dominant_tasks"] = dominant_tasks(tunable.tasks, best, target_json)
     if config.compile and compile_result:
-        report.update(compile_and_time(tunable, target_json, work_dir, measured_then_predicted(database, predicted)))
+        report.update(compile_and_time(tunable, target_json, work_dir, measured_then_predicted(database, predicted),
+                                       torch_compile=config.torch_compile))
     curve = plot_curve(work_dir / "history.jsonl", [t.weight for t in tasks], work_dir / "curve.png", tunable.name)
     if curve:
         report["curve_png"] = str(curve)

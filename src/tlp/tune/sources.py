@@ -26,6 +26,7 @@ from typing import Any
 from tlp import StageError, TLPError, one_line
 from tlp._tvm import tvm
 from tlp.platform import host_target
+from tlp.tune.stages import Stages
 from tlp.workloads import UnknownWorkloadError, expand_names, load_tasks
 from tlp.workloads.extract import import_torch, tasks_from_relax
 from tlp.workloads.graph_passes import inference_graph
@@ -57,6 +58,7 @@ class Tunable:
     # compile check before tuning would only repeat it. Binding the weights and folding batch norms afterwards only
     # change constants and give convolutions a bias add.
     compiles_with_defaults: bool = False
+    stage_s: dict[str, float] = field(default_factory=dict)  # seconds of the import's own stages (tlp.tune.stages)
 
     @property
     def is_network(self) -> bool:
@@ -188,24 +190,29 @@ def from_torch(name: str, module: Any, example_inputs: tuple[Any, ...], target: 
 
     from tlp.tune.numerics import torch_outputs  # pylint: disable=import-outside-toplevel
 
-    imported = import_torch(module, example_inputs, name)
-    mod, params = relax.frontend.detach_params(imported.mod)
-    params = [p.numpy() for p in params.get("main", [])]
-    inputs = [t.detach().numpy() for t in example_inputs]
+    stages = Stages()
+    with stages.timed("export"):
+        imported = import_torch(module, example_inputs, name)
+        mod, params = relax.frontend.detach_params(imported.mod)
+        params = [p.numpy() for p in params.get("main", [])]
+        inputs = [t.detach().numpy() for t in example_inputs]
     notes = list(imported.exportable.dropped)
     if imported.rewrites:
         notes.append("bool ops TVM cannot compile rewritten on int8: "
                      + ", ".join(f"{op} x{count}" for op, count in sorted(imported.rewrites.items())))
     if fast_math:
-        reference = torch_outputs(imported.exportable.module, example_inputs)
-        mod, note, compiled = _fast_math(mod, params, inputs, target, reference)
+        with stages.timed("fast_math"):
+            reference = torch_outputs(imported.exportable.module, example_inputs)
+            mod, note, compiled = _fast_math(mod, params, inputs, target, reference)
         notes.extend([note] if note else [])
     else:
         compiled = False
-    mod, graph_notes = inference_graph(mod, params, len(inputs))
+    with stages.timed("tasks"):
+        mod, graph_notes = inference_graph(mod, params, len(inputs))
+        tasks = tasks_from_relax(mod, target, name)
     notes.extend(graph_notes)
-    return Tunable(name, tasks_from_relax(mod, target, name), relax_mod=mod, inputs=inputs,
-                   torch_module=imported.exportable.module, torch_inputs=example_inputs,
+    return Tunable(name, tasks, relax_mod=mod, inputs=inputs,
+                   torch_module=imported.exportable.module, torch_inputs=example_inputs, stage_s=stages.seconds,
                    output_names=imported.exportable.output_names, notes=notes, compiles_with_defaults=compiled)
 
 
