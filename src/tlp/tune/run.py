@@ -82,7 +82,6 @@ class TuneConfig:
     online_steps: int = FROM_PRESET  # TLP fine-tuning steps per measured batch (0 = off)
     online_lr: float = FROM_PRESET
     online_min_task_measurements: int = FROM_PRESET  # learn only from tasks measured at least this often
-    online_head_only: bool = False  # online fine-tuning learns the platform's head only (the backbone stays)
     compile: bool = True  # compile the result (and time networks end to end) for the report
     fast_math: bool = True  # fast erf/exp/tanh/softmax in networks, kept only when the outputs still match
     # Tasks left without a valid measured program get the TLP model's zero-measurement schedule (False: TVM's
@@ -116,8 +115,7 @@ def _tlp_cost_model(config: TuneConfig, target: dict[str, Any]) -> Any:
     from tlp.search.cost_model import OnlineTuning, TLPCostModel  # pylint: disable=import-outside-toplevel
 
     online = OnlineTuning(steps=config.online_steps, lr=config.online_lr,
-                          min_task_measurements=config.online_min_task_measurements,
-                          head_only=config.online_head_only)
+                          min_task_measurements=config.online_min_task_measurements)
     return TLPCostModel(config.model_path, online, target=target)
 
 

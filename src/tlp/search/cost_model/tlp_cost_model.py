@@ -64,8 +64,6 @@ class OnlineTuning:
     # of 2 programs per task says little about the task, and at a high rate its steps move the shared network far
     # enough to spoil the next tasks' first picks (BERT-tiny at lr 1e-3: 2.9-3.4 ms after the first round vs 1.4).
     min_task_measurements: int = 0
-    # Learn only the platform's head: the backbone's states are computed once per update, without gradients.
-    head_only: bool = False
 
     def __post_init__(self) -> None:
         # A zero, negative or NaN rate would silently do nothing, climb the loss or fill the network with NaN.
@@ -250,8 +248,7 @@ class TLPCostModel(PyCostModel):
             return
         started = time.perf_counter()
         self.fine_tune_steps += self.model.fine_tune(*examples, self.online.steps, self.online.lr,
-                                                     self.online.max_seconds, self.head,
-                                                     backbones=0 if self.online.head_only else None)
+                                                     self.online.max_seconds, self.head)
         self.seconds["fine_tune"] += time.perf_counter() - started
 
 
