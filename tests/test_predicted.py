@@ -141,20 +141,3 @@ def test_top_tasks_network_compiles_with_predicted_schedules(tmp_path, host_plat
     measured = ms.database.JSONDatabase(work_dir=str(tmp_path / "work"), module_equality="structural")
     assert all(record.run_secs is not None for record in measured.get_all_tuning_records())
     assert not any(measured.has_workload(t.mod) for t in network.untuned)
-
-
-def test_light_tasks_get_a_light_search(tmp_path, host_platform, tlp_model):
-    """A task under ``light_share`` of the program's weight × FLOPs gets one round of a small search; the heavy one
-    the full search."""
-    from tlp.workloads import load_tasks
-
-    heavy, light = load_tasks(["dense_256x256x256", "dense_64x64x64"], host_platform.target)
-    config = PredictionConfig(population=48, genetic_iters=1, keep=48, max_rounds=2, seconds_per_task=60,
-                              light_share=0.05, light_population=8)
-    _, predictions = predict_missing([heavy, light], [None, None], host_platform.target, tmp_path, tlp_model, config)
-    by_task = {p.task: p for p in predictions}
-    assert by_task[light.name].rounds == 1 and by_task[light.name].candidates_ranked <= 8
-    assert by_task[heavy.name].rounds == 2 and by_task[heavy.name].candidates_ranked > 8
-    assert all(p.scheduled for p in predictions)
-    with pytest.raises(PredictedDatabaseError, match="light_share"):
-        PredictionConfig(light_share=1.5)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,20 +54,6 @@ class PredictionConfig:
     seconds_per_task: float = 10.0
     build_tries: int = 4  # best-ranked candidates tried in turn until one compiles
     seed: int = 1
-    # Tasks under this share of the program's Σ weight × FLOPs get one round of a ``light_population`` search
-    # with one genetic iteration: a search for a task that costs little pays back little (0: every task in full).
-    light_share: float = 0.0
-    light_population: int = 32
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.light_share <= 1 or self.light_population < 1:
-            raise PredictedDatabaseError(f"prediction.light_share must be in [0, 1] and prediction.light_population "
-                                         f"at least 1, not {self.light_share} and {self.light_population}")
-
-    def light(self) -> "PredictionConfig":
-        """The search of a light task."""
-        return replace(self, population=min(self.population, self.light_population), genetic_iters=1,
-                       keep=min(self.keep, self.light_population), max_rounds=1)
 
 
 @dataclass
@@ -261,8 +247,6 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
     existing = PredictedDatabase(folder)
     store = None
     predictions = []
-    config = config or PredictionConfig()
-    total = sum(task.weight * task.flops for task in tasks)
     for task, best in zip(tasks, measured_best):
         if best is not None:
             continue
@@ -272,8 +256,7 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
                                              "workload_hash": str(ms.utils.shash2hex(task.mod)),
                                              "scheduled": True}))
             continue
-        light = total > 0 and task.weight * task.flops < config.light_share * total
-        prediction, record = predict_schedule(task, target_json, cost_model, config.light() if light else config)
+        prediction, record = predict_schedule(task, target_json, cost_model, config)
         predictions.append(prediction)
         if record is not None:
             store = store or ms.database.JSONDatabase(work_dir=str(folder), module_equality="structural")
