@@ -46,9 +46,9 @@ class Stages:
     def summary(self, wall_s: float) -> dict[str, Any]:
         """The report's ``stages_s``: every stage, ``other`` for what no stage covered, and the share of the wall
         spent outside search and compile."""
-        seconds = {name: round(value, 2) for name, value in self.seconds.items()}
+        seconds = {name: round(value, 3) for name, value in self.seconds.items()}
         top = sum(value for name, value in self.seconds.items() if not _is_part(name))
-        seconds["other"] = round(max(0.0, wall_s - top), 2)
+        seconds["other"] = round(max(0.0, wall_s - top), 3)
         productive = sum(self.seconds.get(name, 0.0) for name in PRODUCTIVE)
         return {"seconds": seconds, "outside_search_and_compile": round(1 - productive / wall_s, 3) if wall_s else 0.0}
 
