@@ -64,7 +64,7 @@ def test_excluded_networks_are_left_out_and_a_misspelt_one_is_an_error(collected
         ScheduleLibrary.from_dataset(dataset, host_platform.id, exclude_networks=networks)
     with pytest.raises(LibraryError, match="no network resnet_5O in the task catalogue"):
         ScheduleLibrary.from_dataset(dataset, host_platform.id, exclude_networks=["resnet_5O"])
-    with pytest.raises(LibraryError, match="per_workload must be at least 1"):
+    with pytest.raises(LibraryError, match="per_workload must be between 1 and 4"):
         ScheduleLibrary.from_dataset(dataset, host_platform.id, per_workload=0)
 
 
@@ -104,43 +104,93 @@ def _library_summary(library):
     return [(w.key, w.extents, [program[0] for program in w.programs]) for w in library.workloads]
 
 
-def test_the_library_is_read_once_per_state_of_the_store_then_from_its_cache(collected, host_platform, tmp_path,
-                                                                             monkeypatch, dense_256):
-    """Reading a store of 100,000 programs takes a minute: the library is cached by the store's files and sizes,
-    served from the cache while they stay, and read again when the store grows or the cache is damaged."""
+def _fastest_by_reading_everything(store, per_workload=2):
+    fastest = {}
+    for program in store.latest_programs().values():
+        if program.latency is not None:
+            fastest.setdefault(program.workload_key, []).append(program.latency)
+    return {key: sorted(latencies)[:per_workload] for key, latencies in fastest.items()}
+
+
+def _fastest_from_index(store, per_workload=2):
+    from tlp.dataset.best_programs import best_programs
+
+    return {key: [p[0] for p in programs] for key, programs in best_programs(store).fastest(per_workload).items()}
+
+
+def test_the_library_reads_the_index_made_at_seal_and_only_what_was_stored_after_it(collected, host_platform,
+                                                                                   tmp_path, monkeypatch):
+    """Finding each workload's fastest programs in the records means parsing every one of them (100,000: a minute
+    and a half). A seal indexes them; a reader takes the index and reads only the segments and tails after it, so a
+    program stored (or re-measured) since is seen before the next seal, and the next seal covers it."""
     import shutil
 
-    import tlp.search.search_strategy.library as library_module
-    from tlp.dataset import Dataset
+    from tlp.dataset import Dataset, MeasuredProgram
+    from tlp.dataset.best_programs import INDEX_NAME, read_index
 
     dataset, _ = collected
-    cache = tmp_path / "cache"
-    built = ScheduleLibrary.from_dataset(dataset, host_platform.id, cache_dir=cache)
-    cached_files = list((cache / "library").glob("*.json.gz"))
-    assert len(cached_files) == 1
-
-    def store_read_again(*_):
-        raise AssertionError("the store was read again")
-
-    monkeypatch.setattr(library_module, "_fastest_programs", store_read_again)
-    cached = ScheduleLibrary.from_dataset(dataset, host_platform.id, cache_dir=cache)
-    assert _library_summary(cached) == _library_summary(built)
-    assert [str(r.trace) for r in cached.records_for(dense_256.mod)] == \
-        [str(r.trace) for r in built.records_for(dense_256.mod)]
-    monkeypatch.undo()
-
-    cached_files[0].write_bytes(b"not a gzip file")  # damaged: read again, never an error
-    assert _library_summary(ScheduleLibrary.from_dataset(dataset, host_platform.id, cache_dir=cache)) == \
-        _library_summary(built)
-
     copy = Dataset(shutil.copytree(dataset.path, tmp_path / "copy"))
     store = copy.store(host_platform.id)
-    before = library_module._cache_path(store, 2, cache)
-    tail = store.path / "database_tuning_record.json"
-    lines = tail.read_text().splitlines()
-    tail.write_text("\n".join(lines + lines[-1:]) + "\n")  # one more (duplicate) record appended
-    appended = library_module._cache_path(store, 2, cache)
-    assert appended != before
-    with open(store.path / "measurements.jsonl", "a") as file:  # a re-measurement changes latencies
-        file.write("\n")
-    assert library_module._cache_path(store, 2, cache) != appended
+    assert (store.path / INDEX_NAME).exists()  # the collection sealed its segments, and indexed them
+    assert _fastest_from_index(store) == _fastest_by_reading_everything(store)
+    built = _library_summary(ScheduleLibrary.from_dataset(copy, host_platform.id))
+
+    covered = read_index(store).covered
+    read_segments = []
+    original_lines = type(store.records).lines
+
+    def lines(table, on_damage=None, skip_segments=()):
+        read_segments.extend(s.name for s in table.segments() if s.name not in skip_segments)
+        return original_lines(table, on_damage, skip_segments)
+
+    monkeypatch.setattr(type(store.records), "lines", lines)
+    assert _library_summary(ScheduleLibrary.from_dataset(copy, host_platform.id)) == built
+    assert not set(read_segments) & {name for segments in covered.values() for name in segments}
+    monkeypatch.undo()
+
+    # A faster program of the slowest-kept workload and a slower re-measurement of the fastest program, unsealed.
+    fastest = min(store.latest_programs().values(), key=lambda p: p.latency or float("inf"))
+    other = next(p for p in store.latest_programs().values() if p.latency and p.workload_key != fastest.workload_key)
+    new = MeasuredProgram(other.workload_key, [other.trace_json[0], []], other.args_info, [other.latency / 100] * 3,
+                          meta={"foreign_load": 0.0})
+    remeasured = MeasuredProgram(fastest.workload_key, fastest.trace_json, fastest.args_info, [1.0] * 3,
+                                 meta={"foreign_load": 0.0})
+    with store:
+        store.append([new, remeasured])
+    expected = _fastest_by_reading_everything(store)
+    assert expected[other.workload_key][0] == pytest.approx(other.latency / 100)
+    assert fastest.latency not in expected[fastest.workload_key]
+    assert _fastest_from_index(store) == expected
+    with store:
+        assert store.path / INDEX_NAME in store.seal()
+    assert len(read_index(store).covered[store.records.tail.name]) == len(covered[store.records.tail.name]) + 1
+    assert _fastest_from_index(store) == expected
+
+
+def test_an_unusable_index_means_reading_the_whole_store_never_an_error(collected, host_platform, tmp_path):
+    import shutil
+
+    from tlp.dataset import Dataset
+    from tlp.dataset.best_programs import INDEX_NAME, read_index
+
+    dataset, _ = collected
+    copy = Dataset(shutil.copytree(dataset.path, tmp_path / "copy"))
+    store = copy.store(host_platform.id)
+    expected = _fastest_by_reading_everything(store)
+    index = store.path / INDEX_NAME
+    index.write_bytes(b"not an xz file")  # damaged
+    assert read_index(store) is None and _fastest_from_index(store) == expected
+    with store:
+        store.seal()  # nothing to seal: the index is made again
+    assert read_index(store) is not None
+    # A covered segment that is not the one indexed (restored from another branch, say): its checksum differs.
+    manifest = store.records.manifest_path
+    text = manifest.read_text()
+    first = sorted(store.records.manifest())[0]
+    sha = store.records.manifest()[first]["sha256"]
+    manifest.write_text(text.replace(sha, "0" * len(sha)))
+    from tlp.dataset.best_programs import _sealed, _usable
+
+    assert not _usable(read_index(store), _sealed(store))
+    manifest.write_text(text)
+    assert _fastest_from_index(store) == expected

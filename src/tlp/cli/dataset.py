@@ -101,11 +101,13 @@ def _import_ansor(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_seal(args: argparse.Namespace) -> int:
+    from tlp.dataset.best_programs import INDEX_NAME  # pylint: disable=import-outside-toplevel
+
     dataset = _existing(args.path)
     for platform_id in dataset.platform_ids():
         with dataset.store(platform_id) as store:
-            for segment in store.seal():
-                print(f"sealed {segment}")
+            for path in store.seal():
+                print(f"{'indexed' if path.name == INDEX_NAME else 'sealed'} {path}")
     return 0
 
 

@@ -9,6 +9,7 @@ Layout of a dataset folder::
         database_workload.json[.NNNN.xz]       MetaSchedule JSONDatabase workload table
         database_tuning_record.json[.NNNN.xz]  MetaSchedule JSONDatabase record table (failures: run_secs null)
         measurements.jsonl[.NNNN.xz]           per record: error text, load during the run, source, program hash
+        best_programs.json.xz                  each workload's fastest programs in the sealed segments (an index)
 
 The two database tables are exactly MetaSchedule's ``JSONDatabase`` files, split into sealed xz segments and a
 plain tail (see :mod:`tlp.dataset.table`); :meth:`PlatformStore.export_database` writes them as plain files that
@@ -26,10 +27,12 @@ import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tlp import interrupt
+from tlp.dataset.best_programs import preferred, update_index
 from tlp.dataset.table import Damage, DatasetError, Table, write_error
 from tlp.platform import Platform
 
@@ -86,8 +89,8 @@ class MeasuredProgram:
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def id(self) -> str:
+    @cached_property
+    def id(self) -> str:  # cached: a read asks each program's id several times, and each costs a JSON dump
         return trace_id(self.workload_key, self.trace_json)
 
     @property
@@ -245,11 +248,14 @@ class PlatformStore:
     def tables(self) -> tuple[Table, Table, Table]:
         return self.workloads, self.records, self.measurements
 
-    def table_lines(self, table: Table, report: ReadReport | None) -> Iterator[tuple[str, str]]:
-        """``table``'s lines; damaged segments raise, or are skipped into ``report`` when ``skip_damaged``."""
+    def table_lines(self, table: Table, report: ReadReport | None,
+                    skip_segments: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
+        """``table``'s lines; damaged segments raise, or are skipped into ``report`` when ``skip_damaged``.
+        ``skip_segments``: per table file name, segments left out (those an index covers)."""
+        skipped = (skip_segments or {}).get(table.tail.name, ())
         if not self.skip_damaged:
-            return table.lines()
-        return table.lines(on_damage=(report if report is not None else ReadReport()).lose)
+            return table.lines(skip_segments=skipped)
+        return table.lines(on_damage=(report if report is not None else ReadReport()).lose, skip_segments=skipped)
 
     # ---- workloads -----------------------------------------------------------------------------------------
     def workload_keys(self, report: ReadReport | None = None) -> list[str | None]:
@@ -338,10 +344,11 @@ class PlatformStore:
             self._workloads_json = None
             raise
 
-    def read_meta(self, report: ReadReport | None = None) -> dict[str, list[dict[str, Any]]]:
+    def read_meta(self, report: ReadReport | None = None,
+                  skip_segments: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
         """Metadata per program id (several entries when a program was re-measured), in measurement order."""
         metas: dict[str, list[dict[str, Any]]] = {}
-        for location, line in self.table_lines(self.measurements, report):
+        for location, line in self.table_lines(self.measurements, report, skip_segments):
             try:
                 meta = json.loads(line)
                 metas.setdefault(meta["id"], []).append(meta)
@@ -350,13 +357,18 @@ class PlatformStore:
                     report.skip(location, "corrupt measurement metadata line")
         return metas
 
-    def iter_programs(self, report: ReadReport | None = None) -> Iterator[MeasuredProgram]:
-        """Every stored measurement in order (re-measurements included), with its metadata joined in."""
+    def iter_programs(self, report: ReadReport | None = None,
+                      skip_segments: dict[str, Any] | None = None) -> Iterator[MeasuredProgram]:
+        """Every stored measurement in order (re-measurements included), with its metadata joined in.
+
+        ``skip_segments``: per table file name, sealed segments left out (an index's). Records and their metadata
+        are sealed together, so the k-th measurement of a program after them pairs with its k-th metadata line
+        after them."""
         report = report or ReadReport()
         keys = self.workload_keys(report)
-        metas = self.read_meta(report)
+        metas = self.read_meta(report, skip_segments)
         seen: Counter = Counter()
-        for location, line in self.table_lines(self.records, report):
+        for location, line in self.table_lines(self.records, report, skip_segments):
             try:
                 workload_index, trace_json, run_secs, _target, args_info = parse_record_line(line)
             except BadRecord as error:
@@ -406,8 +418,16 @@ class PlatformStore:
 
     # ---- export / seal -------------------------------------------------------------------------------------
     def seal(self) -> list[Path]:
-        """Compress the plain tails into new segments (what gets committed)."""
-        return [s for s in (t.seal() for t in self.tables()) if s]
+        """Compress the plain tails into new segments (what gets committed) and bring the index of each workload's
+        fastest programs up to them (:mod:`tlp.dataset.best_programs`)."""
+        sealed = [s for s in (t.seal() for t in self.tables()) if s]
+        index = None
+        if self.platform.record_format == "metaschedule":
+            try:
+                index = update_index(self, ReadReport())
+            except DatasetError:  # a damaged segment or a full disk: the old index stays, readers read past it
+                pass
+        return sealed + ([index] if index else [])
 
     def export_database(self, work_dir: Path) -> tuple[Path, Path]:
         """Write plain MetaSchedule JSONDatabase files (openable by ``ms.database.JSONDatabase``)."""
@@ -421,11 +441,8 @@ class PlatformStore:
 
 def _preferred(candidate: MeasuredProgram, current: MeasuredProgram) -> bool:
     """Prefer a valid measurement, then one taken with less foreign load, then the newer one."""
-    if (candidate.latency is None) != (current.latency is None):
-        return candidate.latency is not None
-    load_new = candidate.meta.get("foreign_load") or 0.0
-    load_old = current.meta.get("foreign_load") or 0.0
-    return load_new <= load_old + 0.05
+    return preferred(candidate.latency, candidate.meta.get("foreign_load") or 0.0,
+                     current.latency, current.meta.get("foreign_load") or 0.0)
 
 
 # The dataset a checkout ships (its schedule library, `tlp train`/`eval`/`adapt`'s default), relative to the checkout.

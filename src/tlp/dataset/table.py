@@ -31,7 +31,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from tlp import TLPError
 
@@ -116,8 +116,10 @@ class Table:
             raise DatasetError(f"{self.manifest_path}: corrupt checksum manifest ({error}); restore it from git "
                                f"(`git checkout -- {self.manifest_path}`)") from None
 
-    def lines(self, on_damage: Callable[[Damage], None] | None = None) -> Iterator[tuple[str, str]]:
+    def lines(self, on_damage: Callable[[Damage], None] | None = None,
+              skip_segments: Collection[str] = ()) -> Iterator[tuple[str, str]]:
         """Yield ``(location, line)`` for every complete line; ``location`` is ``file:line`` for error messages.
+        ``skip_segments``: names of sealed segments left out (those an index already covers).
 
         A damaged segment raises :class:`DamagedSegment`; with ``on_damage`` it is reported there and skipped
         instead (the callback runs before any later line is yielded, so a caller can stand in for the lost lines).
@@ -126,6 +128,8 @@ class Table:
         """
         manifest = self.manifest()
         for segment in self.segments():
+            if segment.name in skip_segments:
+                continue
             try:
                 # Whole segment first: an xz stream's checksum is verified only at its end, so lines decoded
                 # before a corrupt spot are not trustworthy either.

@@ -16,21 +16,15 @@ call (:class:`tlp.search.search_strategy.first_round.FirstRoundSearch`, ``librar
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Iterable
 
 from tlp import TLPError
-from tlp.cache import cache_root
 from tlp._tvm import ms
-from tlp.dataset.store import Dataset, PlatformStore, ReadReport
+from tlp.dataset.best_programs import KEEP, best_programs
+from tlp.dataset.store import Dataset, ReadReport
 from tlp.features.featurizer import block_extents
 
 
@@ -86,14 +80,13 @@ class ScheduleLibrary:
 
     @classmethod
     def from_dataset(cls, dataset: Dataset, platform_id: str, per_workload: int = 2,
-                     exclude_networks: Iterable[str] = (), cache_dir: str | Path | None = None) -> "ScheduleLibrary":
+                     exclude_networks: Iterable[str] = ()) -> "ScheduleLibrary":
         """The ``per_workload`` fastest valid programs of every workload ``dataset`` holds for ``platform_id``,
         leaving out the workloads of ``exclude_networks`` (by the dataset's task catalogue: a benchmark on held-out
-        networks must not be handed their own measured programs). Read once per state of the platform's store,
-        then from a cache (``cache_dir``, default ``$TLP_CACHE_DIR`` or ``~/.cache/tlp``): reading a store of
-        100,000 programs takes a minute, the cache of its fastest ones a second or two."""
-        if per_workload < 1:
-            raise LibraryError(f"per_workload must be at least 1, not {per_workload}")
+        networks must not be handed their own measured programs). Read from the store's index of each workload's
+        fastest programs (:mod:`tlp.dataset.best_programs`) plus what was stored after it."""
+        if not 1 <= per_workload <= KEEP:
+            raise LibraryError(f"per_workload must be between 1 and {KEEP}, not {per_workload}")
         store = dataset.store(platform_id)
         excluded = set(exclude_networks)
         catalogue = dataset.catalogue()
@@ -101,18 +94,19 @@ class ScheduleLibrary:
         if excluded - known:  # a misspelt name would exclude nothing and hand a benchmark its own programs
             raise LibraryError(f"{dataset.path}: no network {', '.join(sorted(excluded - known))} in the task "
                                f"catalogue to leave out (networks there: {', '.join(sorted(known))})")
-        cache = _cache_path(store, per_workload, cache_dir)
-        entries, skipped = _read_cache(cache)
-        if entries is None:
-            entries, skipped = _fastest_programs(store, per_workload)
-            _write_cache(cache, entries, skipped)
-        workloads = [entry for entry in entries
-                     if not set(catalogue.get(entry.key, {}).get("networks", {})) & excluded]
+        index = best_programs(store, ReadReport())
+        workloads = []
+        for key, programs in index.fastest(per_workload).items():
+            if set(catalogue.get(key, {}).get("networks", {})) & excluded:
+                continue
+            entry = LibraryWorkload(key, store.workload_json(key), {}, programs)
+            entry.extents = block_extents(entry.workload.mod)
+            workloads.append(entry)
         if not workloads:
             outside = f" outside {', '.join(sorted(excluded))}" if excluded else ""
             raise LibraryError(f"{dataset.path}: no valid program of platform {platform_id}{outside} to build a "
                                "schedule library from")
-        return cls(workloads, store.platform.target, dict(skipped))
+        return cls(workloads, store.platform.target, dict(index.skipped))
 
     def nearest(self, mod: Any, count: int) -> list[tuple[float, LibraryWorkload]]:
         """Up to ``count`` stored workloads of ``mod``'s blocks, nearest in extents first (``mod`` itself included
@@ -135,62 +129,3 @@ class ScheduleLibrary:
                                                             entry.workload)
                 records.append(record)
         return records
-
-
-def _fastest_programs(store: PlatformStore, per_workload: int) -> tuple[list[LibraryWorkload], dict[str, int]]:
-    """Every stored workload with its ``per_workload`` fastest valid programs (reads the whole store)."""
-    fastest: dict[str, list[tuple[float, Any, Any]]] = {}
-    report = ReadReport()
-    for program in store.latest_programs(report).values():
-        latency = program.latency
-        if latency is None:
-            continue
-        kept = fastest.setdefault(program.workload_key, [])
-        kept.append((latency, program.trace_json, program.args_info))
-        if len(kept) > 2 * per_workload:  # bounded memory: trim now and then
-            kept.sort(key=lambda entry: entry[0])
-            del kept[per_workload:]
-    entries = []
-    for key, programs in fastest.items():
-        entry = LibraryWorkload(key, store.workload_json(key), {})
-        entry.extents = block_extents(entry.workload.mod)
-        entry.programs = sorted(programs, key=lambda program: program[0])[:per_workload]
-        entries.append(entry)
-    return entries, dict(report.skipped)
-
-
-def _cache_path(store: PlatformStore, per_workload: int, cache_dir: str | Path | None) -> Path:
-    """Where the library of ``store`` as it is now is cached: named by the store's files and sizes (appending to a
-    store, re-measuring in it or sealing it changes them; its lock file does not count)."""
-    root = Path(cache_dir) if cache_dir else cache_root()
-    files = sorted((p.name, p.stat().st_size) for p in store.path.iterdir() if not p.name.startswith("."))
-    digest = hashlib.sha256(json.dumps([str(store.path.resolve()), per_workload, files]).encode()).hexdigest()
-    return root / "library" / f"{store.platform.id}-{digest[:20]}.json.gz"
-
-
-def _read_cache(path: Path) -> tuple[list[LibraryWorkload] | None, dict[str, int]]:
-    """The cached library (None when there is none or it cannot be read: then it is built again)."""
-    try:
-        with gzip.open(path, "rt") as file:
-            data = json.load(file)
-        entries = [LibraryWorkload(e["key"], e["workload"], e["extents"], [tuple(p) for p in e["programs"]])
-                   for e in data["workloads"]]
-        return entries, data["skipped"]
-    except (OSError, EOFError, ValueError, KeyError, TypeError):
-        return None, {}
-
-
-def _write_cache(path: Path, entries: list[LibraryWorkload], skipped: dict[str, int]) -> None:
-    """Write the cache atomically; a cache that cannot be written (read-only home) only costs the next run time."""
-    data = {"workloads": [{"key": e.key, "workload": e.workload_json, "extents": e.extents,
-                           "programs": [list(p) for p in e.programs]} for e in entries], "skipped": skipped}
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False) as tmp:
-            with gzip.open(tmp, "wt") as file:
-                json.dump(data, file)
-        os.replace(tmp.name, path)
-    except OSError:
-        if tmp is not None:
-            Path(tmp.name).unlink(missing_ok=True)
