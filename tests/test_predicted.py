@@ -82,6 +82,28 @@ def test_pick_builds_runs_and_matches_the_default(tmp_path, host_platform, tlp_m
     assert "not measured" in manifest["what"]
 
 
+def test_a_task_with_nothing_to_sample_is_one_program_found_in_one_small_round(host_platform, tlp_model):
+    """A layout change or an elementwise chain may leave MetaSchedule nothing to sample: each design space is one
+    program. Its pick is that program, found in one round of a population of two per space, never three rounds
+    of 128 that find it again (seconds per task, for a third of a transformer's tasks)."""
+    from tlp.search.database.predicted import _context
+    from tlp.workloads import load_tasks
+
+    task = load_tasks(["take_1000x128_n128"], host_platform.target)[0]
+    config = PredictionConfig(max_rounds=3)
+    spaces = _context(task, tvm.target.Target(host_platform.target), config, 1).space_generator \
+        .generate_design_space(task.mod)
+    assert all(len(space.trace.decisions) == 0 for space in spaces)
+    prediction, record = predict_schedule(task, host_platform.target, tlp_model, config)
+    assert prediction.scheduled and record is not None
+    assert prediction.rounds == 1 and prediction.candidates_ranked == len(spaces)
+    # A round that finds fewer programs than it keeps has seen the task's whole space: no second draw.
+    dense = _dense_task(host_platform)
+    small_space = PredictionConfig(population=16, genetic_iters=1, keep=10_000, max_rounds=3, seconds_per_task=1e9)
+    prediction, _ = predict_schedule(dense, host_platform.target, tlp_model, small_space)
+    assert prediction.rounds == 1 and prediction.candidates_ranked < 10_000
+
+
 def test_a_measured_database_is_refused_as_predicted(tmp_path, host_platform):
     task = _dense_task(host_platform)
     target = tvm.target.Target(host_platform.target)

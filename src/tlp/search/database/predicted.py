@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class PredictionConfig:
     One round is one ``generate_measure_candidates`` of ``EvolutionarySearch`` (sample ``population`` programs,
     evolve them ``genetic_iters`` times under the model, keep the ``keep`` best). More rounds start only while the
     task's time (``seconds_per_task``) allows another round as long as the first one took; one round always runs.
+    None starts after a round that found fewer than ``keep`` programs or no program an earlier round had not: the
+    task's space is that small (a reshape, a layout change), and another draw finds the same programs again.
     """
 
     population: int = 128
@@ -87,8 +89,14 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
                        ) -> tuple[list[tuple[float, Any]], int]:
     """(score, schedule) of the candidates of up to ``max_rounds`` rounds, best first; and the rounds run."""
     scored: list[tuple[float, Any]] = []
+    seen: set[str] = set()
     started = time.monotonic()
     rounds = 0
+    spaces = _context(task, target, config, config.seed).space_generator.generate_design_space(task.mod)
+    if all(len(space.trace.decisions) == 0 for space in spaces):
+        # Nothing to sample (a reshape, a layout change): each design space is one program; a search of a
+        # population of 128 would spend seconds finding the same few again.
+        config = replace(config, population=2 * len(spaces), genetic_iters=0, keep=len(spaces), max_rounds=1)
     while rounds < config.max_rounds:
         round_started = time.monotonic()
         context = _context(task, target, config, config.seed + rounds)
@@ -107,6 +115,10 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
             # is fixed on its first batch, so scores of different rounds are comparable.
             scores = cost_model.predict(context, candidates)
             scored.extend((float(s), c.sch) for s, c in zip(scores, candidates))
+        found = {str(ms.utils.shash2hex(c.sch.mod)) for c in candidates}
+        if len(candidates) < config.keep or found <= seen:
+            break
+        seen |= found
         spent = time.monotonic() - started
         if spent + (time.monotonic() - round_started) > config.seconds_per_task:
             break
