@@ -208,6 +208,7 @@ def collected_copy(collected, tmp_path):
     shutil.copytree(dataset.path, tmp_path / "copy")
     return Dataset(tmp_path / "copy"), summary
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_remeasure_on_another_platform_uses_the_same_traces(collected_copy, tiny_tasks, host_platform, fast_measure):
     dataset, _ = collected_copy
     other = Platform(dict(host_platform.target, **{"num-cores": 1}), host_platform.hardware)
@@ -227,6 +228,7 @@ def test_remeasure_on_another_platform_uses_the_same_traces(collected_copy, tiny
 
 
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_dataset_info_says_how_programs_were_produced_through_transfers(collected_copy, host_platform, fast_measure):
     dataset, _ = collected_copy
     other = Platform(dict(host_platform.target, **{"num-cores": 3}), host_platform.hardware)
@@ -248,6 +250,7 @@ def test_dataset_info_says_how_programs_were_produced_through_transfers(collecte
     with pytest.raises(KeyError, match="no platform"):
         task_origins(dataset, "llvm-nowhere")
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_records_taken_under_load_are_remeasured(collected, host_platform, tmp_path, fast_measure):
     dataset, _ = collected
     loaded = Dataset(tmp_path)
@@ -277,6 +280,7 @@ def test_gather_tasks_measure_with_valid_indices(tmp_path, host_platform, fast_m
     assert summary.measured >= 1 and summary.failed == 0
 
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_failed_records_can_be_retried(collected, host_platform, tmp_path, fast_measure):
     dataset, _ = collected
     retried = Dataset(tmp_path)

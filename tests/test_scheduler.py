@@ -81,6 +81,7 @@ def _tune(tiny_tasks, host_platform, fast_measure, work_dir, scheduler, trials, 
     return watcher.seen, database
 
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_each_batch_is_recorded_before_the_next_is_built(tmp_path, tiny_tasks, host_platform, fast_measure):
     trials = 4 * TRIALS_PER_ITER
     seen, database = _tune(tiny_tasks, host_platform, fast_measure, tmp_path / "ours",
@@ -129,6 +130,7 @@ def test_headroom_peak_ignores_one_program_tasks():
     assert scheduler._gradient(1, 1.0) == pytest.approx(10.0 - 2.5)  # pylint: disable=protected-access
 
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_headroom_scheduler_tunes_real_tasks_recording_every_batch(tmp_path, tiny_tasks, host_platform, fast_measure):
     trials = 4 * TRIALS_PER_ITER
     flops = [task.flops for task in tiny_tasks]
@@ -165,6 +167,7 @@ def test_each_task_ends_at_its_own_total_when_a_run_resumes(tmp_path, tiny_tasks
     assert len(database.get_all_tuning_records()) == 2 * TRIALS_PER_ITER
 
 
+@pytest.mark.slow  # keeps CI's run within 15 minutes; `pytest -m slow` runs it
 def test_a_resumed_run_continues_instead_of_starting_over(tmp_path, tiny_tasks, host_platform, fast_measure):
     """A re-run over a database that holds measurements of a task sends that task no first-round batch, and the
     cost model has learned from them before the first new batch (MetaSchedule would re-run the first round over
