@@ -138,13 +138,20 @@ elif point == "run":  # as a program starts to run
     hook(ms.runner.LocalRunner._cls, "run", 0)
 elif point == "seal":  # as the first table is sealed
     hook(table.Table, "seal", 0)
+elif point == "import":  # while the network is exported and its tasks extracted
+    from tlp.tune import run
+    hook(run, "resolve_source", 0.5)
+elif point == "predict":  # during a zero-measurement search, while MetaSchedule's C++ calls the cost model
+    from tlp.search.database import predicted
+    hook(predicted, "_ranked_candidates", 0.3)
 from tlp.cli import main
 sys.exit(main())
 '''
 
 
 def tlp_stopped_at(point: str, nth: int, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    """``tlp *args`` stopped by SIGTERM to its process group at the ``nth`` call of ``point`` (build, run, seal)."""
+    """``tlp *args`` stopped by SIGTERM to its process group at the ``nth`` call of ``point`` (build, run, seal,
+    import, predict)."""
     return subprocess.run([sys.executable, "-c", SIGTERM_AT, point, str(nth), *args], capture_output=True, text=True,
                           timeout=timeout, start_new_session=True)
 

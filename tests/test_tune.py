@@ -228,6 +228,22 @@ def test_sigterm_anywhere_stops_with_130_and_every_record_intact(tmp_path, point
         assert all(p.latency is not None for p in store.iter_programs())
 
 
+@pytest.mark.parametrize("point", ["import", "predict"])
+def test_sigterm_outside_the_search_stops_with_130(tmp_path, point):
+    # Outside the search TVM's C++ calls Python too (graph rewrites and passes while importing, the cost model in a
+    # zero-measurement search): a SIGTERM raised there ended in std::terminate. Now it is taken between stages.
+    source = _write(tmp_path, "tiny.py", TORCH)
+    work = tmp_path / "work"
+    stopped = tlp_stopped_at(point, 1, ["tune", str(source), "--work-dir", str(work), "--trials", "2", "--top-tasks",
+                                        "1", "--set", "trials_per_iter=2", "--set", "population=32"])
+    assert_clean_stop(stopped)
+    if point == "import":
+        assert not work.exists()  # stopped before anything was made
+    else:
+        report = json.loads((work / "report.json").read_text())
+        assert report["interrupted"] and report["trials"] == 2 and "compiled" not in report
+
+
 def test_a_stop_raised_inside_a_metaschedule_callback_stays_a_tune_interrupted():
     # The progress callback raises TuneInterrupted after a requested stop, inside C++'s call into Python; unregistered
     # it came back as RuntimeError, and tune() had to catch every exception to tell the two apart.

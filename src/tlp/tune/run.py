@@ -238,7 +238,9 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     stages = Stages()
     config = resolve_settings(config or TuneConfig(), target_json)  # before anything is imported, built or measured
     check_runs_here(target_json)  # a CUDA target without a GPU or nvcc, an ISA this CPU lacks: one line, now
-    with stages.timed("import"):
+    # Outside the search too, TVM's C++ calls Python (graph rewrites, passes, the cost model in the zero-measurement
+    # search): a stop is only requested there, and taken between stages (tlp.interrupt).
+    with interrupt.deferred(), stages.timed("import"):
         tunable = source if isinstance(source, Tunable) else resolve_source(source, target_json,
                                                                             fast_math=config.fast_math)
     stages.update(tunable.stage_s)
@@ -268,15 +270,16 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     if remaining > 0:
         # A bad checkpoint, a program that does not compile, a bad library dataset: one line now, before the work
         # directory is made or anything is measured.
-        with stages.timed("cost_model"):
-            cost_model = make_cost_model(config, target_json)
-        if config.compile:
-            with stages.timed("compile_check"):
-                check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
-        library_started = time.monotonic()
-        with stages.timed("schedule_library"):
-            library = _schedule_library(config, target_json)
-        library_s = time.monotonic() - library_started
+        with interrupt.deferred():
+            with stages.timed("cost_model"):
+                cost_model = make_cost_model(config, target_json)
+            if config.compile:
+                with stages.timed("compile_check"):
+                    check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
+            library_started = time.monotonic()
+            with stages.timed("schedule_library"):
+                library = _schedule_library(config, target_json)
+            library_s = time.monotonic() - library_started
     work_dir.mkdir(parents=True, exist_ok=True)
     _check_database_target(work_dir, target_json, stamp=True)
     if database is None:
@@ -333,10 +336,17 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     # Predicted schedules only serve the compiled result: a run that does not compile (benchmarks) skips them.
     predict = config.predicted_schedules and config.compile and not interrupted
     if predict:
-        with stages.timed("zero_measurement"):
-            predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
-    report = build_report(tunable, target_json, work_dir, database, config, 0.0, predicted,
-                          measured, compile_result=not interrupted)
+        try:
+            with interrupt.deferred(), stages.timed("zero_measurement"):
+                predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
+        except KeyboardInterrupt:
+            interrupted = True
+    try:
+        with interrupt.deferred():  # compiling, checking and timing the network: a stop is taken when it is done
+            report = build_report(tunable, target_json, work_dir, database, config, 0.0, predicted,
+                                  measured, compile_result=not interrupted)
+    except KeyboardInterrupt:
+        raise TuneInterrupted(f"interrupted; {work_dir} keeps every measured trial (re-run to continue)") from None
     stages.update(report.pop("stage_s", {}))
     report["wall_s"] = round(time.monotonic() - started, 1)
     report["stages_s"] = stages.summary(report["wall_s"])
