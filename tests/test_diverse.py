@@ -94,3 +94,36 @@ def test_a_first_round_wraps_the_evolution_or_the_given_inner_search_and_clones_
     copy = spread._inst.clone()  # the Python side of clone(); through TVM's FFI the copy comes back as its handle
     assert isinstance(copy.inner, StructureDiverseSearch) and copy.inner is not spread.inner
     assert (copy.inner.max_per_structure, copy.inner.pool) == (1, 3)
+
+
+def test_a_task_with_nothing_to_sample_is_drawn_by_a_search_of_two_per_space(host_platform):
+    """A reshape or an elementwise chain may have nothing to sample: each design space is one program. Its first
+    round draws them with a population of two per space, not the preset's hundreds (seconds per such task)."""
+    from tlp.search.search_strategy.first_round import FirstRoundSearch, nothing_to_sample
+    from tlp.workloads import load_tasks
+
+    task = load_tasks(["residual_add_relu_c64_56x56"], host_platform.target)[0]
+    strategy = FirstRoundSearch(population_size=256, first_batch=2,
+                                inner=StructureDiverseSearch(256, max_per_structure=2, pool=3))
+    context = tune_context(task, host_platform.target, strategy)
+    spaces = context.space_generator.generate_design_space(context.mod)
+    assert nothing_to_sample(spaces)
+    strategy.pre_tuning(max_trials=2, num_trials_per_iter=2, design_spaces=spaces,
+                        database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    assert isinstance(strategy.inner, ms.search_strategy.EvolutionarySearch)
+    candidates = strategy.generate_measure_candidates()
+    strategy.post_tuning()
+    assert len(candidates) == len(spaces)
+    assert {structural_hash(c.sch.mod) for c in candidates} == \
+        {structural_hash(c.sch.mod) for c in _drawn_by_a_full_search(task, host_platform.target, spaces)}
+
+
+def _drawn_by_a_full_search(task, target, spaces):
+    search = ms.search_strategy.EvolutionarySearch(population_size=64)
+    context = tune_context(task, target, search)
+    search.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=spaces,
+                      database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    try:
+        return search.generate_measure_candidates()
+    finally:
+        search.post_tuning()

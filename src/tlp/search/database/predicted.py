@@ -22,11 +22,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tlp import TLPError, one_line
+from tlp import TLPError, interrupt, one_line
 from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tlp.search.database.shared_schedules import SharedScheduleDatabase
+from tlp.search.search_strategy.first_round import nothing_to_sample
 from tlp.workloads.task import Task
 
 PREDICTED_DIR = "predicted"  # under a tuning work dir
@@ -93,9 +94,7 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
     started = time.monotonic()
     rounds = 0
     spaces = _context(task, target, config, config.seed).space_generator.generate_design_space(task.mod)
-    if all(len(space.trace.decisions) == 0 for space in spaces):
-        # Nothing to sample (a reshape, a layout change): each design space is one program; a search of a
-        # population of 128 would spend seconds finding the same few again.
+    if nothing_to_sample(spaces):  # each design space is one program: one small round draws them all
         config = replace(config, population=2 * len(spaces), genetic_iters=0, keep=len(spaces), max_rounds=1)
     while rounds < config.max_rounds:
         round_started = time.monotonic()
@@ -257,9 +256,21 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
     manifest_path = folder / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     existing = PredictedDatabase(folder)
+    predictions: list[Prediction] = []
+    try:
+        _predict_each(tasks, measured_best, target_json, folder, cost_model, config, manifest, existing, predictions)
+    finally:  # also after a stop between tasks: the picks stored so far keep their manifest entries
+        manifest["what"] = NOT_MEASURED
+        manifest_path.write_text(json.dumps(manifest, indent=1))
+    return PredictedDatabase(folder), predictions
+
+
+def _predict_each(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any], folder: Path,
+                  cost_model: Any, config: PredictionConfig | None, manifest: dict[str, Any],
+                  existing: PredictedDatabase, predictions: list[Prediction]) -> None:
     store = None
-    predictions = []
     for task, best in zip(tasks, measured_best):
+        interrupt.check()  # a Ctrl-C or SIGTERM requested during a task's search is taken here, between tasks
         if best is not None:
             continue
         if existing.has_workload(task.mod):
@@ -276,6 +287,3 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
             store.commit_tuning_record(ms.database.TuningRecord(record.trace, store.commit_workload(task.mod),
                                                                 None, record.target, record.args_info))
         manifest.setdefault("tasks", {})[prediction.workload_hash] = asdict(prediction)
-    manifest["what"] = NOT_MEASURED
-    manifest_path.write_text(json.dumps(manifest, indent=1))
-    return PredictedDatabase(folder), predictions

@@ -30,6 +30,19 @@ from tlp._tvm import ms, structural_hash
 from tlp.search.search_strategy.transfer import replayed_candidates
 
 
+def nothing_to_sample(design_spaces: Any) -> bool:
+    """Whether every design space of a task is one program (no decision in its trace: a reshape, a layout change).
+    Such a task's candidates are its spaces; an evolutionary search of hundreds spends seconds finding them."""
+    return all(len(space.trace.decisions) == 0 for space in design_spaces)
+
+
+def one_program_per_space_search(design_spaces: Any) -> Any:
+    """The smallest evolutionary search that still draws every space's one program."""
+    population = 2 * len(design_spaces)
+    return ms.search_strategy.EvolutionarySearch(population_size=population, init_min_unmeasured=population,
+                                                 genetic_num_iters=0)
+
+
 def measured_before(database: Any, mod: Any) -> bool:
     """Whether ``database`` holds a measured program of the task ``mod`` (an earlier batch or a resumed run)."""
     return database is not None and bool(database.get_top_k(database.commit_workload(mod), 1))
@@ -73,6 +86,9 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any, database: Any = None,
                    cost_model: Any = None) -> None:
         self.max_trials = max_trials
+        if nothing_to_sample(design_spaces):
+            self.inner = one_program_per_space_search(design_spaces)
+            self.inner._initialize_with_tune_context(self.context)  # pylint: disable=protected-access
         self.tuning = (num_trials_per_iter, design_spaces, database, cost_model)
         self.measured, self.measured_hashes = 0, set()
         # A task an earlier run measured (a resumed run) had its first round: full batches at once.
