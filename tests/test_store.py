@@ -3,6 +3,7 @@ import math
 
 import pytest
 
+from tlp.dataset.info import dataset_info, latest_summaries
 from tlp.dataset.store import Dataset, DatasetError, MeasuredProgram, PlatformStore, ReadReport, mean_latency
 from tlp.platform import Platform
 
@@ -73,6 +74,23 @@ def test_remeasurement_prefers_the_quiet_measurement(tmp_path):
     latest = store.latest_programs()
     assert len(latest) == 1
     assert next(iter(latest.values())).latency == pytest.approx(1e-3)
+
+
+def test_info_counts_the_measurement_the_store_prefers(tmp_path):
+    store = make_store(tmp_path)
+    store.append([program(1, [1e-3, 1.2e-3], foreign_load=0.0, source="random"), program(2, None, source="random")])
+    store.append([program(1, [5e-3, 9e-3], foreign_load=0.7, source="remeasure"),
+                  program(2, [2e-3, 2e-3], foreign_load=0.5, source="remeasure")])
+    # info keeps summaries, not programs: the same measurement of each as the store's own rule picks
+    summaries = latest_summaries(store)
+    assert {i: s.latency for i, s in summaries.items()} == {i: p.latency for i, p in store.latest_programs().items()}
+    mine = dataset_info(Dataset(tmp_path))["per_platform"][PLATFORM.id]
+    assert mine["records"] == 2 and mine["measurements"] == 4 and mine["valid_records"] == 2
+    # program 1 keeps its quiet timing; program 2's re-measurement is loaded, but valid beats its failure
+    assert mine["loaded_records"] == 1
+    assert mine["noise_cv_median_quiet"] == pytest.approx(math.sqrt(2e-8) / 1.1e-3)
+    assert mine["noise_cv_median_loaded"] == 0.0
+    assert mine["origins"]["sources"] == {"random": 2}  # re-measurements counted under their first origin
 
 
 def test_one_writer_at_a_time(tmp_path):

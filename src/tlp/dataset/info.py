@@ -4,13 +4,64 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from tlp.dataset.best_programs import preferred
 from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD, PRIMARY_SOURCES, origin_from_meta
-from tlp.dataset.store import LOST_WORKLOAD, Dataset, MeasuredProgram, ReadReport
+from tlp.dataset.store import LOST_WORKLOAD, Dataset, MeasuredProgram, PlatformStore, ReadReport
 
 
 SEARCHED_ENOUGH = 96  # programs per network task the dataset aims at (issue 10)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramSummary:
+    """What the statistics need of one program's preferred measurement, without its trace: every program's parsed
+    trace kept at once took over 10 GB on datasets/tlp-cpu."""
+
+    id: str
+    workload_key: str
+    latency: float | None
+    noise_cv: float | None
+    foreign_load: float
+    has_decisions: bool
+    origin: dict[str, Any]  # as this measurement states it; a transfer's is resolved through first origins
+
+
+def summarize(program: MeasuredProgram) -> ProgramSummary:
+    """The summary of one measurement."""
+    return ProgramSummary(program.id, program.workload_key, program.latency, program.noise_cv,
+                          program.meta.get("foreign_load") or 0.0, has_decisions(program.trace_json),
+                          origin_from_meta(program.meta))
+
+
+def latest_summaries(store: PlatformStore, report: ReadReport | None = None,
+                     each: Callable[[MeasuredProgram], None] | None = None) -> dict[str, ProgramSummary]:
+    """:meth:`PlatformStore.latest_programs` as summaries: one read, one measurement at a time in memory."""
+    latest: dict[str, ProgramSummary] = {}
+    for program in store.iter_programs(report):
+        if each is not None:
+            each(program)
+        candidate = summarize(program)
+        current = latest.get(candidate.id)
+        # The store's rule: a valid measurement, then the one with less foreign load, then the newer.
+        if current is None or preferred(candidate.latency, candidate.foreign_load, current.latency,
+                                        current.foreign_load):
+            latest[candidate.id] = candidate
+    return latest
+
+
+def _read_all_platforms(dataset: Dataset, reports: dict[str, ReadReport]
+                        ) -> tuple[dict[str, dict[str, ProgramSummary]], dict[str, dict[str, Any]]]:
+    """Each platform's programs (summaries), and per program id the first origin found on any platform."""
+    # A re-measured or transferred program's origin is that of its first measurement (any platform), so every
+    # platform is read before any origin is resolved.
+    first_origins: dict[str, dict[str, Any]] = {}
+    collect = _origin_collector(first_origins)
+    stored = {platform_id: latest_summaries(dataset.store(platform_id), report, each=collect)
+              for platform_id, report in reports.items()}
+    return stored, first_origins
 
 
 def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOLD) -> dict[str, Any]:
@@ -22,10 +73,7 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
     all_cvs: list[float] = []
     valid_per_key: dict[str, int] = {}
     reports = {platform_id: ReadReport() for platform_id in dataset.platform_ids()}
-    # A re-measured or transferred program's origin is that of its first measurement (any platform).
-    first_origins: dict[str, dict[str, Any]] = {}
-    stored = {platform_id: dataset.store(platform_id).latest_programs(report, each=_origin_collector(first_origins))
-              for platform_id, report in reports.items()}
+    stored, first_origins = _read_all_platforms(dataset, reports)
     network_keys = {key for key, entry in catalogue.items()
                     if any(not n.startswith("op:") for n in entry.get("networks", {}))}
     for platform_id, programs in stored.items():
@@ -37,7 +85,7 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         lost_records = None if lost_lines is None else lost_lines + report.skipped[LOST_WORKLOAD]
         valid = [p for p in programs.values() if p.latency is not None]
         cvs = [cv for cv in (p.noise_cv for p in valid) if cv is not None]
-        is_loaded = [(p.meta.get("foreign_load") or 0.0) > load_threshold for p in valid]
+        is_loaded = [p.foreign_load > load_threshold for p in valid]
         loaded = sum(is_loaded)
         quiet_cvs = [p.noise_cv for p, busy in zip(valid, is_loaded) if not busy and p.noise_cv is not None]
         loaded_cvs = [p.noise_cv for p, busy in zip(valid, is_loaded) if busy and p.noise_cv is not None]
@@ -51,7 +99,7 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
         per_network_task = [valid_here[key] for key in tasks & network_keys]
         # A task whose traces sample nothing has one program: no amount of data or search adds a second one, so
         # "programs per network task" is also given over the tasks whose design space has choices.
-        tunable = {p.workload_key for p in programs.values() if has_decisions(p.trace_json)}
+        tunable = {p.workload_key for p in programs.values() if p.has_decisions}
         per_tunable_network_task = [valid_here[key] for key in tasks & network_keys & tunable]
         # Where more search pays: per network, its tunable tasks still short of 96 programs.
         short = Counter(network for key in tasks & network_keys & tunable if valid_here[key] < SEARCHED_ENOUGH
@@ -137,21 +185,18 @@ def _origin_collector(origins: dict[str, dict[str, Any]]) -> Callable[[MeasuredP
     return collect
 
 
-def _resolved_origin(program: MeasuredProgram, first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _resolved_origin(program: ProgramSummary, first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The program's own origin, or, for a transfer / re-measurement, that of its first measurement."""
-    origin = origin_from_meta(program.meta)
-    if origin.get("source") not in PRIMARY_SOURCES:
-        origin = first_origins.get(program.id, {"source": "unknown"})
-    return origin
+    if program.origin.get("source") in PRIMARY_SOURCES:
+        return program.origin
+    return first_origins.get(program.id, {"source": "unknown"})
 
 
 def task_origins(dataset: Dataset, platform_id: str) -> dict[str, Counter]:
     """Per task: how many of ``platform_id``'s valid programs each source produced (``collect``'s random or
     evolved draws, a search, an import; the same sources as ``dataset_info``'s "origins"), a re-measured program
     counted under its first measurement's origin (which is why every platform is read)."""
-    first_origins: dict[str, dict[str, Any]] = {}
-    stored = {p: dataset.store(p).latest_programs(ReadReport(), each=_origin_collector(first_origins))
-              for p in dataset.platform_ids()}
+    stored, first_origins = _read_all_platforms(dataset, {p: ReadReport() for p in dataset.platform_ids()})
     if platform_id not in stored:
         raise KeyError(f"{dataset.path}: no platform {platform_id} (it has {', '.join(stored)})")
     per_task: dict[str, Counter] = {}
@@ -162,7 +207,7 @@ def task_origins(dataset: Dataset, platform_id: str) -> dict[str, Counter]:
     return per_task
 
 
-def _origin_counts(valid: list[MeasuredProgram], first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _origin_counts(valid: list[ProgramSummary], first_origins: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """How this platform's valid programs were produced: collect's random / evolved draws, a search's programs
     (by round: the task's first batch or a later one; by guiding cost model), imports; transfers resolved."""
     kinds: Counter = Counter()
