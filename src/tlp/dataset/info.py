@@ -127,7 +127,7 @@ def dataset_info(dataset: Dataset, load_threshold: float = DEFAULT_LOAD_THRESHOL
                                                       if per_tunable_network_task else 0),
             "tunable_network_tasks_with_at_least": {str(n): sum(v >= n for v in per_tunable_network_task)
                                                     for n in (32, 64, SEARCHED_ENOUGH)},
-            "tunable_tasks_below_96_per_network": dict(sorted(short.items(), key=lambda item: -item[1])),
+            "tunable_tasks_below_96_per_network": dict(sorted(short.items(), key=lambda item: (-item[1], item[0]))),
             "origins": _origin_counts(valid, first_origins),
             "skipped_lines": dict(report.skipped),
             "skipped_examples": report.examples,
