@@ -1,5 +1,6 @@
 """Collection through a real TVM RPC tracker and server, both on loopback."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -22,6 +23,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def rpc_device():
+    with _tracker_and_server() as (settings, _):
+        yield settings
+
+
+@contextlib.contextmanager
+def _tracker_and_server():
+    """A tracker and a server registered with it under key ``tlp-test``: (settings, the tracker's process)."""
     port = _free_port()
     tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
                                 str(port), "--port-end", str(port + 1), "--silent"], start_new_session=True)
@@ -47,12 +55,12 @@ def rpc_device():
                 break
             except MeasureError:
                 time.sleep(0.5)
-        yield settings
+        yield settings, tracker
     finally:
         # The tracker and the server each run their loop in a TVM popen worker of their own, which outlives a
         # terminated parent: stop each one's whole process group.
         for process in (server, tracker):
-            if process is not None:
+            if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(timeout=30)
 
@@ -77,3 +85,24 @@ def test_tracker_down_is_a_clear_error():
 def test_unknown_key_is_a_clear_error(rpc_device):
     with pytest.raises(MeasureError, match="no device with key 'other'.*tlp-test"):
         check_tracker(RPCSettings(rpc_device.tracker_host, rpc_device.tracker_port, "other"))
+
+
+def test_a_tracker_that_dies_mid_collection_stops_it_with_one_line_and_stores_no_failure(tiny_tasks, host_platform,
+                                                                                        tmp_path):
+    """Each run of the batch after the tracker died waited a minute for it and was stored as a failed program."""
+    with _tracker_and_server() as (settings, tracker):
+        platform = Platform.remote(host_platform.target, settings.key, "this machine over loopback RPC")
+        config = MeasureConfig(min_repeat_ms=2, rpc=settings)
+
+        def kill_tracker(summary):
+            if tracker.poll() is None:
+                os.killpg(tracker.pid, signal.SIGTERM)
+                tracker.wait(timeout=30)
+
+        with pytest.raises(MeasureError, match="not reachable.*batch in flight is not stored"):
+            collect(Dataset(tmp_path), tiny_tasks[:1], platform, CollectPlan(trials_per_task=12, batch_size=4),
+                    config, progress=False, on_batch=kill_tracker)
+    store = Dataset(tmp_path).store(platform.id)
+    programs = list(store.iter_programs())
+    assert len(programs) == 4 and all(p.latency is not None for p in programs)  # the first batch, nothing failed
+    assert all(not t.tail.exists() or t.tail.stat().st_size == 0 for t in store.tables())  # sealed

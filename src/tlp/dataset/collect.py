@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from tlp import interrupt
 from tlp._tvm import ms, tvm
-from tlp.dataset.measure import BatchStats, MeasureConfig, Measurer
+from tlp.dataset.measure import BatchStats, MeasureConfig, MeasureError, Measurer
 from tlp.dataset.sampler import (
     CandidateSampler,
     EmptyDesignSpaceError,
@@ -218,6 +218,8 @@ def _collect(dataset: Dataset, tasks: list[Task], platform: Platform, plan: Coll
                         continue
                     try:
                         programs = _measure_batch(task, sampler, state, measurer, plan, min(missing, plan.batch_size))
+                    except MeasureError:
+                        raise  # the measuring itself is gone (a dead RPC tracker): no task can be measured
                     except Exception as error:  # pylint: disable=broad-except  # same reason as above
                         summary.skipped_tasks[task.name] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[-1]}"
                         log.warning("skipping task %s for this run: %s", task.name, summary.skipped_tasks[task.name])

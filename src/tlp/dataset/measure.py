@@ -308,6 +308,17 @@ class Measurer:
         not counted)."""
         return {"build": self.builder.seconds, "run": getattr(self.runner, "seconds", 0.0)}
 
+    def _check_tracker(self) -> None:
+        """With runs over RPC: the tracker still answers, or a one-line error (the batch in flight not stored).
+        Without this, every run of a batch waited a minute for a dead tracker and was stored as a failure."""
+        if self.config.rpc is None:
+            return
+        try:
+            check_tracker(self.config.rpc)
+        except MeasureError as error:
+            raise MeasureError(f"{error}; the batch in flight is not stored, every batch before it is: re-run the "
+                               "same command once the tracker is back") from None
+
     def close(self) -> None:
         """Stop the builder's and runner's worker processes now.
 
@@ -321,6 +332,7 @@ class Measurer:
     def measure(self, mods: list["tvm.IRModule"], args_infos: list[Any]) -> tuple[list[MeasureResult], BatchStats]:
         """Build all programs (in parallel), then run the ones that built (sequentially, machine otherwise idle)."""
         stats = BatchStats()
+        self._check_tracker()
         started = time.monotonic()
         built = self.builder.build([ms.builder.BuilderInput(mod, self.target) for mod in mods])
         try:
@@ -335,6 +347,7 @@ class Measurer:
                 for i, future in zip(to_run, futures):
                     outcome = future.result()
                     if outcome.error_msg is not None:
+                        self._check_tracker()  # a run that failed because the tracker went away is not a result
                         results[i] = MeasureResult(None, outcome.error_msg)
                     else:
                         results[i] = MeasureResult([float(x) for x in outcome.run_secs], None)
