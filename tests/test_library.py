@@ -174,6 +174,7 @@ def test_an_unusable_index_means_reading_the_whole_store_never_an_error(collecte
 
     from tlp.dataset import Dataset
     from tlp.dataset.best_programs import INDEX_NAME, read_index
+    from tlp.dataset.verify import format_verification, verify_dataset
 
     dataset, _ = collected
     copy = Dataset(shutil.copytree(dataset.path, tmp_path / "copy"))
@@ -182,9 +183,12 @@ def test_an_unusable_index_means_reading_the_whole_store_never_an_error(collecte
     index = store.path / INDEX_NAME
     index.write_bytes(b"not an xz file")  # damaged
     assert read_index(store) is None and _fastest_from_index(store) == expected
+    verified = verify_dataset(copy)
+    assert verified["clean"] and verified["indexes"] == {host_platform.id: "missing"}  # slower reads, no damage
+    assert "tlp dataset seal" in format_verification(verified)
     with store:
         store.seal()  # nothing to seal: the index is made again
-    assert read_index(store) is not None
+    assert read_index(store) is not None and verify_dataset(copy)["indexes"] == {host_platform.id: "current"}
     # A covered segment that is not the one indexed (restored from another branch, say): its checksum differs.
     manifest = store.records.manifest_path
     text = manifest.read_text()

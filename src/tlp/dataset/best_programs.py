@@ -109,6 +109,16 @@ def read_index(store: PlatformStore) -> BestPrograms | None:
         return None
 
 
+def index_status(store: PlatformStore) -> str:
+    """``current``; ``behind`` (sealed segments after it, which every reader parses); or ``missing`` (absent,
+    unreadable, or its segments changed: every reader parses the whole store)."""
+    index = read_index(store)
+    sealed = _sealed(store)
+    if index is None or not _usable(index, sealed):
+        return "missing"
+    return "current" if index.covered == sealed else "behind"
+
+
 def best_programs(store: PlatformStore, report: ReadReport | None = None) -> BestPrograms:
     """Each workload's fastest programs as the store holds them now: the index plus every measurement it does not
     cover (later segments, the plain tails), or the whole store read when there is no usable index."""

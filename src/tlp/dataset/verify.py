@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tlp.dataset.best_programs import index_status
 from tlp.dataset.store import Dataset, DatasetError
 
 
@@ -16,6 +17,7 @@ def verify_dataset(dataset: Dataset, record_missing: bool = False) -> dict[str, 
     problems: list[dict[str, str]] = []
     checks: list[dict[str, Any]] = []
     recorded: list[str] = []
+    indexes: dict[str, str] = {}  # the index of each workload's fastest programs: not data, only read time
     try:
         dataset.catalogue()
     except DatasetError as error:
@@ -26,6 +28,8 @@ def verify_dataset(dataset: Dataset, record_missing: bool = False) -> dict[str, 
         except DatasetError as error:  # an unreadable platform.json: report it, check the other platforms
             problems.append({"path": str(dataset.path / platform_id), "problem": str(error)})
             continue
+        if store.platform.record_format == "metaschedule":
+            indexes[platform_id] = index_status(store)
         if record_missing:
             with store:  # raises when a collector is writing this platform: try again when it is done
                 for table in store.tables():
@@ -49,6 +53,7 @@ def verify_dataset(dataset: Dataset, record_missing: bool = False) -> dict[str, 
         "segments_damaged": sum(c["status"] == "damaged" for c in segments),
         "tails": len(checks) - len(segments),
         "recorded": recorded,
+        "indexes": indexes,
         "problems": problems,
         "checks": checks,
     }
@@ -74,4 +79,9 @@ def format_verification(result: dict[str, Any]) -> str:
         f"{result['tails']} tails: {len(result['problems'])} problems")
     if result["segments_unrecorded"]:
         lines.append(f"record the missing checksums with `tlp dataset verify {result['path']} --record-missing`")
+    stale = sorted(platform for platform, status in result["indexes"].items() if status != "current")
+    if stale:
+        lines.append(f"{len(stale)} platform{'s' if len(stale) > 1 else ''} ({', '.join(stale)}) without an index of "
+                     "each workload's fastest programs up to its segments (nothing is lost; every schedule library "
+                     f"read parses what it misses): `tlp dataset seal {result['path']}` brings them up to date")
     return "\n".join(lines)
