@@ -7,7 +7,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tlp.dataset.best_programs import preferred
 from tlp.dataset.collect import DEFAULT_LOAD_THRESHOLD, PRIMARY_SOURCES, origin_from_meta
 from tlp.dataset.store import LOST_WORKLOAD, Dataset, MeasuredProgram, PlatformStore, ReadReport
 
@@ -39,17 +38,7 @@ def summarize(program: MeasuredProgram) -> ProgramSummary:
 def latest_summaries(store: PlatformStore, report: ReadReport | None = None,
                      each: Callable[[MeasuredProgram], None] | None = None) -> dict[str, ProgramSummary]:
     """:meth:`PlatformStore.latest_programs` as summaries: one read, one measurement at a time in memory."""
-    latest: dict[str, ProgramSummary] = {}
-    for program in store.iter_programs(report):
-        if each is not None:
-            each(program)
-        candidate = summarize(program)
-        current = latest.get(candidate.id)
-        # The store's rule: a valid measurement, then the one with less foreign load, then the newer.
-        if current is None or preferred(candidate.latency, candidate.foreign_load, current.latency,
-                                        current.foreign_load):
-            latest[candidate.id] = candidate
-    return latest
+    return store.latest_programs(report, each, keep=summarize)
 
 
 def _read_all_platforms(dataset: Dataset, reports: dict[str, ReadReport]

@@ -402,19 +402,23 @@ class PlatformStore:
                 report.skip(f"{table.tail} ({cut} bytes)", UNFINISHED_TAIL)
 
     def latest_programs(self, report: ReadReport | None = None,
-                        each: Callable[[MeasuredProgram], None] | None = None) -> dict[str, MeasuredProgram]:
+                        each: Callable[[MeasuredProgram], None] | None = None,
+                        keep: Callable[[MeasuredProgram], Any] | None = None) -> dict[str, Any]:
         """One measurement per program: the last one, unless an earlier one was taken on a quieter machine.
 
         ``each``, if given, sees every measurement on the way (re-measurements included), in the same single read.
+        ``keep``, if given, is what is kept of the chosen measurement (a small summary instead of the program and
+        its parsed trace: bounded memory over a whole store).
         """
-        best: dict[str, MeasuredProgram] = {}
+        best: dict[str, tuple[float | None, float, Any]] = {}  # id -> (latency, foreign load, what is kept)
         for program in self.iter_programs(report):
             if each is not None:
                 each(program)
+            load = program.meta.get("foreign_load") or 0.0
             current = best.get(program.id)
-            if current is None or _preferred(program, current):
-                best[program.id] = program
-        return best
+            if current is None or preferred(program.latency, load, current[0], current[1]):
+                best[program.id] = (program.latency, load, program if keep is None else keep(program))
+        return {program_id: kept for program_id, (_, _, kept) in best.items()}
 
     # ---- export / seal -------------------------------------------------------------------------------------
     def seal(self) -> list[Path]:
@@ -437,12 +441,6 @@ class PlatformStore:
         self.workloads.write_plain(workloads)
         self.records.write_plain(records)
         return workloads, records
-
-
-def _preferred(candidate: MeasuredProgram, current: MeasuredProgram) -> bool:
-    """Prefer a valid measurement, then one taken with less foreign load, then the newer one."""
-    return preferred(candidate.latency, candidate.meta.get("foreign_load") or 0.0,
-                     current.latency, current.meta.get("foreign_load") or 0.0)
 
 
 # The dataset a checkout ships (its schedule library, `tlp train`/`eval`/`adapt`'s default), relative to the checkout.

@@ -27,7 +27,7 @@ from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tlp.search.database.shared_schedules import SharedScheduleDatabase
-from tlp.search.search_strategy.first_round import nothing_to_sample
+from tlp.search.search_strategy.first_round import DRAWS_PER_SPACE, nothing_to_sample
 from tlp.workloads.task import Task
 
 PREDICTED_DIR = "predicted"  # under a tuning work dir
@@ -96,7 +96,8 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
     rounds = 0
     spaces = _context(task, target, config, config.seed).space_generator.generate_design_space(task.mod)
     if nothing_to_sample(spaces):  # each design space is one program: one small round draws them all
-        config = replace(config, population=2 * len(spaces), genetic_iters=0, keep=len(spaces), max_rounds=1)
+        config = replace(config, population=DRAWS_PER_SPACE * len(spaces), genetic_iters=0, keep=len(spaces),
+                         max_rounds=1)
     while rounds < config.max_rounds:
         round_started = time.monotonic()
         context = _context(task, target, config, config.seed + rounds)

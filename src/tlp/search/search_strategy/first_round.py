@@ -36,9 +36,13 @@ def nothing_to_sample(design_spaces: Any) -> bool:
     return all(len(space.trace.decisions) == 0 for space in design_spaces)
 
 
+# Draws per design space when each space is one program: enough that every space's program comes up.
+DRAWS_PER_SPACE = 2
+
+
 def one_program_per_space_search(design_spaces: Any) -> Any:
     """The smallest evolutionary search that still draws every space's one program."""
-    population = 2 * len(design_spaces)
+    population = DRAWS_PER_SPACE * len(design_spaces)
     return ms.search_strategy.EvolutionarySearch(population_size=population, init_min_unmeasured=population,
                                                  genetic_num_iters=0)
 
