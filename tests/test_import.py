@@ -169,3 +169,50 @@ def test_an_import_where_nothing_is_usable_exits_nonzero(tmp_path):
     result = tlp_cli(["dataset", "import", str(work), "--dataset", str(tmp_path / "ds")])
     assert result.returncode == 2 and "no usable tuning record" in result.stderr
     assert not (tmp_path / "ds").exists() or not Dataset(tmp_path / "ds").platform_ids()
+
+
+def test_a_replayed_trace_has_the_hash_its_collection_measured(collected, host_platform):
+    from tlp.dataset.importer import replayed_program_hash
+
+    store = collected[0].store(host_platform.id)
+    programs = [p for p in store.iter_programs() if p.meta.get("program_hash")][:8]
+    assert programs
+    for program in programs:
+        assert replayed_program_hash(store.workload_json(program.workload_key), program) == program.meta["program_hash"]
+
+
+def test_chunks_and_worker_processes_import_what_one_pass_does(tuned_work_dir, tmp_path, host_platform, monkeypatch):
+    from tlp.dataset import importer
+
+    def stored(dataset):
+        store = dataset.store(dataset.platform_ids()[0])
+        return sorted((p.id, p.meta["program_hash"], p.latency) for p in store.iter_programs())
+
+    whole = Dataset(tmp_path / "whole")
+    one_pass = import_work_dir(whole, tuned_work_dir, hardware=host_platform.hardware)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK", 3)  # the 4 records in two chunks
+    monkeypatch.setattr(importer, "PARALLEL_REPLAYS_FROM", 1)  # replayed in spawned workers
+    monkeypatch.setattr(importer.os, "cpu_count", lambda: 2)
+    chunked = Dataset(tmp_path / "chunked")
+    summary = import_work_dir(chunked, tuned_work_dir, hardware=host_platform.hardware)
+    assert summary.imported == one_pass.imported == 4 and summary.workloads == one_pass.workloads
+    assert stored(chunked) == stored(whole)
+    again = import_work_dir(chunked, tuned_work_dir, hardware=host_platform.hardware)
+    assert again.imported == 0 and again.already_present == 4
+
+
+def test_a_stop_ends_the_worker_processes_at_once():
+    # A SIGTERM during a parallel import or featurization raised KeyboardInterrupt, then waited for every worker's
+    # part to finish (minutes of replays) before the command could exit.
+    import time
+
+    from tlp.interrupt import process_pool
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with process_pool(2) as pool:
+            busy = pool.submit(time.sleep, 60)
+            while not busy.running():
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+    assert time.monotonic() - started < 20

@@ -135,3 +135,21 @@ def deferred(finish_batch: bool = False) -> Iterator[None]:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         _state.update(level=NONE, active=False, finish_first=False)
+
+
+@contextlib.contextmanager
+def process_pool(processes: int) -> Iterator[Any]:
+    """A pool of forked worker processes (a spawned one would re-run a caller's unguarded script) that a stop or an
+    error ends at once: the workers are killed rather than waited for, whatever they were given."""
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
+    import multiprocessing  # pylint: disable=import-outside-toplevel
+
+    pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+    try:
+        yield pool
+    except BaseException:
+        for worker in list((getattr(pool, "_processes", None) or {}).values()):
+            worker.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

@@ -8,15 +8,19 @@ dataset are skipped, so re-importing a growing work directory adds only the new 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from tlp._tvm import ms, register_tensor_intrinsics, structural_hash
-from tlp.dataset.sampler import program_hash
+from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
+from tlp.dataset.sampler import program_hash_of
 from tlp.dataset.store import BadRecord, Dataset, DatasetError, MeasuredProgram, ReadReport, parse_record_line
+from tlp.interrupt import process_pool
 from tlp.platform import Platform
 from tlp.workloads.task import Task, flop_count
 
@@ -70,35 +74,11 @@ def import_work_dir(
         except Exception:  # pylint: disable=broad-except
             workloads.append(None)  # keep indices aligned with the records that point at later workloads
             report.skip(f"{workload_file}:{number}", "corrupt workload line")
-    parsed: list[tuple[list[Any], MeasuredProgram, dict[str, Any]]] = []
-    for number, line in enumerate(record_file.read_text(errors="replace").splitlines(), start=1):
-        location = f"{record_file}:{number}"
-        if not line.strip():
-            continue
-        try:
-            index, trace_json, run_secs, target, args_info = parse_record_line(line)
-        except BadRecord as error:
-            report.skip(location, str(error))
-            continue
-        workload = workloads[index] if index < len(workloads) else None
-        if workload is None:
-            report.skip(location, "record of a corrupt workload")
-            continue
-        program = MeasuredProgram(str(workload[0]), trace_json, args_info, run_secs, meta={"source": "import"})
-        if origin_of is not None:
-            program.meta = dict(origin_of(program.id))
-        if run_secs is not None and program.latency is None:
-            report.skip(location, "invalid latency (NaN, inf, non-positive or failure marker) stored as failure")
-        if program.latency is None:
-            program.run_secs = None
-            program.error = "failed in the imported MetaSchedule run (its database keeps no error text)"
-        parsed.append((workload, program, target))
-    if not parsed:
+    records = _records(record_file, workloads, report, origin_of)
+    first = next(records, None)
+    if first is None:
         raise DatasetError(f"{record_file}: no usable tuning record")
-    targets = {json.dumps(t, sort_keys=True) for _, _, t in parsed}
-    if len(targets) > 1:
-        raise DatasetError(f"{record_file}: records of {len(targets)} different targets; import them separately")
-    records_target = _normalize_target(parsed[0][2])
+    records_target = _normalize_target(first[2])
     register_tensor_intrinsics(records_target)  # CUDA traces replay their tensorize steps
     if callable(hardware) and platform is None:
         hardware = hardware(records_target)
@@ -109,7 +89,8 @@ def import_work_dir(
                            f"{platform.id}'s {json.dumps(platform.target)}")
     created = platform.id not in dataset.platform_ids()
     try:
-        summary = _store_new_programs(dataset, platform, parsed, work_dir, record_file, report, network, tasks)
+        summary = _store_new_programs(dataset, platform, itertools.chain([first], records), first[2], work_dir,
+                                      record_file, report, network, tasks)
     except BaseException:
         if created:  # a failed write (a full disk) or a stop leaves no half-made platform behind
             dataset.remove_if_empty(platform.id)
@@ -121,68 +102,162 @@ def import_work_dir(
     return summary
 
 
-def _store_new_programs(dataset: Dataset, platform: Platform, parsed: list[Any], work_dir: Path, record_file: Path,
-                        report: ReadReport, network: str | None, tasks: list[Task] | None) -> ImportSummary:
-    """The import's writes: catalogue, workloads and records all or nothing (a full disk undoes them), then seal."""
+def _records(record_file: Path, workloads: list[list[Any] | None], report: ReadReport,
+             origin_of: Callable[[str], dict[str, Any]] | None) -> Iterator[tuple[list[Any], MeasuredProgram, Any]]:
+    """``(workload, program, target)`` of each usable line of the record file, read as a stream."""
+    with open(record_file, encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            location = f"{record_file}:{number}"
+            if not line.strip():
+                continue
+            try:
+                index, trace_json, run_secs, target, args_info = parse_record_line(line)
+            except BadRecord as error:
+                report.skip(location, str(error))
+                continue
+            workload = workloads[index] if index < len(workloads) else None
+            if workload is None:
+                report.skip(location, "record of a corrupt workload")
+                continue
+            program = MeasuredProgram(str(workload[0]), trace_json, args_info, run_secs, meta={"source": "import"})
+            if origin_of is not None:
+                program.meta = dict(origin_of(program.id))
+            if run_secs is not None and program.latency is None:
+                report.skip(location, "invalid latency (NaN, inf, non-positive or failure marker) stored as failure")
+            if program.latency is None:
+                program.run_secs = None
+                program.error = "failed in the imported MetaSchedule run (its database keeps no error text)"
+            yield workload, program, target
+
+
+def _store_new_programs(dataset: Dataset, platform: Platform, records: Iterator[Any], target: Any, work_dir: Path,
+                        record_file: Path, report: ReadReport, network: str | None, tasks: list[Task] | None
+                        ) -> ImportSummary:
+    """The import's writes, a chunk of records at a time (memory bounded by the chunk, not the log): catalogue,
+    workloads and records all or nothing (a full disk or a second target undoes them), then seal."""
     store = dataset.store_for(platform)
     summary = ImportSummary(platform=platform.id)
     network = network or work_dir.resolve().name
-    with store, store.all_or_nothing():
-        stored = store.latest_programs()
+    known = {t.key: t for t in tasks or []}
+    with store, store.all_or_nothing(), _Replayer() as replayer:
+        # What the platform holds, as ids and (workload, program hash) pairs: never its traces.
+        stored = store.latest_programs(keep=lambda p: (p.workload_key, p.meta.get("program_hash")))
         present = set(stored)
-        hashes_present = {(p.workload_key, p.meta["program_hash"]) for p in stored.values()
-                          if p.meta.get("program_hash")}
-        catalogue_entries, added_workloads = [], set()
-        new_programs = []
-        for workload, program, _ in parsed:
-            if program.id in present:
-                summary.already_present += 1
-                continue
-            try:
-                phash = program.meta.get("program_hash") or replayed_program_hash(workload, program)
-            except Exception:  # pylint: disable=broad-except  # TVM raises many error types for a bad trace
-                report.skip(f"{record_file}: {program.id}", "trace does not replay on its workload")
-                continue
-            if (program.workload_key, phash) in hashes_present:
-                summary.already_present += 1  # the same scheduled program, reached by another trace
-                continue
-            program.meta["program_hash"] = phash
-            hashes_present.add((program.workload_key, phash))
-            key = str(workload[0])
-            if key not in added_workloads:
-                store.add_workload(workload)
-                added_workloads.add(key)
-                mod = ms.database.Workload.from_json(workload).mod
-                names = [gv.name_hint for gv in mod.get_global_vars()]
-                name = names[0] if names and names[0] != "main" else f"imported_{key[:8]}"
-                catalogue_entries.append((key, name, network, 1, flop_count(mod)))
-            present.add(program.id)
-            new_programs.append(program)
-        # The log's known tasks by their own names and weights; its other workloads as guessed above (function
-        # name, weight 1), but a guess never overrides what the catalogue already knows of a task (another
-        # platform's collection or a --workload import named it and gave its real weight). Before the records:
-        # a record is never stored without its task in the catalogue.
-        known = {t.key: t for t in tasks or []}
-        in_log = {str(workload[0]) for workload, _, _ in parsed}
-        catalogued = dataset.catalogue()
-        dataset.register_tasks([(t.key, t.name, t.network or network, t.own_weight, t.flops) for t in known.values()
-                                if t.key in in_log]
-                               + [entry for entry in catalogue_entries
-                                  if entry[0] not in known and entry[0] not in catalogued])
-        store.append(new_programs)
+        hashes_present = {pair for pair in stored.values() if pair[1]}
+        del stored
+        added_workloads: set[str] = set()
+        while chunk := list(itertools.islice(records, IMPORT_CHUNK)):
+            if any(record_target != target for _, _, record_target in chunk):
+                raise DatasetError(f"{record_file}: records of more than one target; import each target's "
+                                   "records separately")
+            fresh: dict[str, tuple[list[Any], MeasuredProgram]] = {}
+            for workload, program, _ in chunk:
+                if program.id in present or program.id in fresh:
+                    summary.already_present += 1
+                else:
+                    fresh[program.id] = (workload, program)
+            unhashed = [(w, p) for w, p in fresh.values() if not p.meta.get("program_hash")]
+            hashes = dict(zip((p.id for _, p in unhashed), replayer.hashes(unhashed)))
+            catalogue_entries, new_programs = [], []
+            for workload, program in fresh.values():
+                phash = program.meta.get("program_hash") or hashes[program.id]
+                if phash is None:
+                    report.skip(f"{record_file}: {program.id}", "trace does not replay on its workload")
+                    continue
+                if (program.workload_key, phash) in hashes_present:
+                    summary.already_present += 1  # the same scheduled program, reached by another trace
+                    continue
+                program.meta["program_hash"] = phash
+                hashes_present.add((program.workload_key, phash))
+                key = str(workload[0])
+                if key not in added_workloads:
+                    store.add_workload(workload)
+                    added_workloads.add(key)
+                    mod = ms.database.Workload.from_json(workload).mod
+                    names = [gv.name_hint for gv in mod.get_global_vars()]
+                    name = names[0] if names and names[0] != "main" else f"imported_{key[:8]}"
+                    catalogue_entries.append((key, name, network, 1, flop_count(mod)))
+                present.add(program.id)
+                new_programs.append(program)
+            # The log's known tasks by their own names and weights; its other workloads as guessed above (function
+            # name, weight 1), but a guess never overrides what the catalogue already knows of a task (another
+            # platform's collection or a --workload import named it and gave its real weight). Before the records:
+            # a record is never stored without its task in the catalogue.
+            in_chunk = {str(workload[0]) for workload, _, _ in chunk}
+            catalogued = dataset.catalogue()
+            dataset.register_tasks([(t.key, t.name, t.network or network, t.own_weight, t.flops)
+                                    for t in known.values() if t.key in in_chunk]
+                                   + [entry for entry in catalogue_entries
+                                      if entry[0] not in known and entry[0] not in catalogued])
+            store.append(new_programs)
+            summary.imported += len(new_programs)
         summary.workloads = len(added_workloads)
-        summary.imported = len(new_programs)
     with store:
         store.seal()  # a full disk here keeps every record in the plain tail; the next writer seals it
     return summary
 
 
+# Records parsed, replayed and stored at a time: an import's memory is bounded by this, not by the log's size.
+IMPORT_CHUNK = 5_000
+# Fewer traces than this to replay: in this process (a worker's start, which imports TVM, costs seconds).
+PARALLEL_REPLAYS_FROM = 2_000
+
+
+class _Replayer:
+    """Program hashes of traces: replayed in worker processes (one per core) when there are many."""
+
+    def __init__(self) -> None:
+        self.pool: Any = None
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "_Replayer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.__exit__(*exc)  # a stop or an error kills the workers (tlp.interrupt.process_pool)
+
+    def hashes(self, items: list[tuple[list[Any], MeasuredProgram]]) -> list[str | None]:
+        """Each ``(workload, program)``'s program hash; None where its trace does not replay."""
+        workloads: dict[str, str] = {}  # key -> JSON text, once per workload (a workload is kilobytes of IR)
+        jobs = []
+        for workload, program in items:
+            if str(workload[0]) not in workloads:
+                workloads[str(workload[0])] = json.dumps(workload)
+            jobs.append((str(workload[0]), program.trace_json))
+        processes = os.cpu_count() or 1
+        if len(jobs) < PARALLEL_REPLAYS_FROM or processes < 2:
+            return _replayed_hashes(workloads, jobs)
+        if self.pool is None:  # forked after the intrinsics are registered
+            self.pool = self._stack.enter_context(process_pool(processes))
+        size = -(-len(jobs) // (4 * processes))  # a few parts per worker: an uneven part does not hold up the rest
+        parts = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+        done = self.pool.map(_replayed_hashes, [{key: workloads[key] for key, _ in part} for part in parts], parts)
+        return [phash for part in done for phash in part]
+
+
+def _replayed_hashes(workloads: dict[str, str], jobs: list[tuple[str, Any]]) -> list[str | None]:
+    """``(workload key, trace)`` -> its program hash, or None where the trace does not replay (``workloads``: key ->
+    JSON text)."""
+    hashes: list[str | None] = []
+    for key, trace_json in jobs:
+        try:
+            hashes.append(_replayed_hash(workloads[key], trace_json))
+        except Exception:  # pylint: disable=broad-except  # TVM raises many error types for a bad trace
+            hashes.append(None)
+    return hashes
+
+
 def replayed_program_hash(workload_json: list[Any], program: MeasuredProgram) -> str:
     """The program hash (:func:`tlp.dataset.sampler.program_hash`) of a stored record: its trace replayed."""
-    workload = _workload(json.dumps(workload_json))
-    trace = _with_bool_annotations(program.trace_json)
-    record = ms.database.TuningRecord.from_json([trace, None, None, program.args_info], workload)
-    return program_hash(record.as_measure_candidate())
+    return _replayed_hash(json.dumps(workload_json), program.trace_json)
+
+
+def _replayed_hash(workload_text: str, trace_json: Any) -> str:
+    # One replay of the trace on the workload (a TuningRecord from JSON replays it once to rebuild the trace and
+    # its measure candidate once more): the same IR, half the time.
+    schedule = tvm.s_tir.Schedule(_workload(workload_text).mod)
+    tvm.s_tir.Trace.apply_json_to_schedule(_with_bool_annotations(trace_json), schedule)
+    return program_hash_of(schedule.mod)
 
 
 # MetaSchedule's JSONDatabase writes the boolean value of this annotation as 1; replayed as written, the IR says
@@ -202,7 +277,7 @@ def _with_bool_annotations(trace_json: Any) -> Any:
     return [fixed, decisions]
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=1024)
 def _workload(workload_text: str) -> Any:
     return ms.database.Workload.from_json(json.loads(workload_text))
 

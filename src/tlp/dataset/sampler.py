@@ -112,7 +112,12 @@ class CandidateSampler:
 
 def program_hash(candidate: Any) -> str:
     """Identity of the scheduled program itself: different traces can produce the same IR."""
-    return f"{structural_hash(candidate.sch.mod):x}"
+    return program_hash_of(candidate.sch.mod)
+
+
+def program_hash_of(mod: Any) -> str:
+    """:func:`program_hash` of a scheduled IRModule."""
+    return f"{structural_hash(mod):x}"
 
 
 def trace_json(candidate: Any) -> Any:
