@@ -354,3 +354,27 @@ def _with_unmeasured_copy(measured):
     return measured, dataclasses.replace(measured, features=np.concatenate([measured.features, unmeasured.features]),
                                          task_keys=measured.task_keys + unmeasured.task_keys,
                                          latencies=np.concatenate([measured.latencies, unmeasured.latencies]))
+
+
+def test_a_step_holds_at_most_max_batch_programs_and_a_big_task_trains_in_parts(trained, monkeypatch):
+    # A step's memory (and a ranking loss's pairs) grow with its biggest group: a task of a TenSet-sized dataset
+    # holds thousands of programs. Its parts each rank on their own.
+    from collections import Counter
+
+    from tlp.model import losses
+
+    _, programs, _ = trained
+    assert max(Counter(programs.task_keys).values()) > 3
+    groups_seen: list[int] = []
+    steps: list[int] = []
+
+    def recording(scores, labels, group_ids):
+        groups_seen.extend(torch.unique(group_ids, return_counts=True)[1].tolist())
+        steps.append(len(group_ids))
+        return losses.lambdarank_loss(scores, labels, group_ids)
+
+    monkeypatch.setitem(losses.LOSSES, "lambdarank", recording)
+    model = TLPModel(model_config=ModelConfig(hidden=16, heads=2),
+                     train_config=TrainConfig(epochs=1, val_fraction=0.5, seed=3, max_batch_programs=3))
+    model.fit(programs, progress=False)
+    assert groups_seen and max(groups_seen) <= 3 and max(steps) <= 3

@@ -35,14 +35,14 @@ def test_cached_features_are_exactly_the_featurized_traces(own_dataset, host_pla
     platforms = [host_platform.id]
     first = load_or_featurize(own_dataset, platforms, [], FeatureConfig(), cache_dir=tmp_path / "cache")
     again = load_or_featurize(own_dataset, platforms, [], FeatureConfig(), cache_dir=tmp_path / "cache")
-    assert not first.hit and again.hit and again.path == first.path and first.path.is_file()
+    assert not first.hit and again.hit and again.path == first.path and first.path.is_dir()
 
     direct = load_platforms(own_dataset, platforms)
     featurizer = TraceFeaturizer(FeatureConfig()).fit(direct.traces)
     expected = direct.featurize(featurizer)
     cached = again.programs
     assert cached.features.dtype == np.float32
-    assert np.array_equal(cached.features.view(np.uint32), expected.view(np.uint32))  # bit for bit
+    assert np.array_equal(np.asarray(cached.features).view(np.uint32), expected.view(np.uint32))  # bit for bit
     assert np.array_equal(cached.latencies, direct.latencies, equal_nan=True)
     assert cached.task_keys == direct.task_keys and cached.platform_ids == platforms
     assert cached.featurizer.to_json() == featurizer.to_json()
@@ -99,11 +99,38 @@ def test_features_of_a_grown_dataset_serve_a_model_fitted_before_it_grew(own_dat
     assert older.translate(grown, cached.featurizer) is None
 
 
-def test_a_damaged_cache_file_is_one_clear_error(tmp_path):
-    path = tmp_path / "broken.npz"
-    path.write_bytes(b"not a zip")
-    with pytest.raises(FeatureCacheError, match="broken.npz: not a readable feature cache"):
+def test_a_damaged_cache_entry_is_one_clear_error(own_dataset, host_platform, tmp_path):
+    path = load_or_featurize(own_dataset, [host_platform.id], [], FeatureConfig(), cache_dir=tmp_path).path
+    shard = path / "codes-0000.npy"
+    shard.write_bytes(shard.read_bytes()[:200])  # cut short
+    with pytest.raises(FeatureCacheError, match=f"{path.name}: not a readable feature cache"):
         read_cache(path)
+    (path / "meta.json").write_text("{not json")
+    with pytest.raises(FeatureCacheError, match="delete it to featurize again"):
+        read_cache(path)
+
+
+def test_shards_and_worker_processes_store_what_one_pass_does(own_dataset, host_platform, tmp_path, monkeypatch):
+    from tlp.features import cache
+
+    whole = load_or_featurize(own_dataset, [host_platform.id], [], FeatureConfig(), cache_dir=tmp_path / "a").programs
+    monkeypatch.setattr(cache, "CHUNK", 2)
+    monkeypatch.setattr(cache, "SHARD_ROWS", 4)  # several shards, each of several chunks
+    monkeypatch.setattr(cache, "PARALLEL_FROM", 1)  # featurized in worker processes
+    monkeypatch.setattr(cache.os, "cpu_count", lambda: 2)
+    result = load_or_featurize(own_dataset, [host_platform.id], [], FeatureConfig(), cache_dir=tmp_path / "b")
+    sharded = result.programs
+    assert len(list(result.path.glob("codes-*.npy"))) == -(-len(whole.task_keys) // 4) > 1
+    assert np.array_equal(np.asarray(sharded.features), np.asarray(whole.features))
+    assert sharded.task_keys == whole.task_keys and sharded.featurizer.to_json() == whole.featurizer.to_json()
+    # Rows read across shards, cropped, or taken lazily decode to the same numbers.
+    rows = np.array([13, 2, 9, 8, 7])
+    dense = np.asarray(whole.features)
+    assert np.array_equal(sharded.features[rows, :5], dense[rows, :5])
+    assert np.array_equal(sharded.features[3], dense[3])
+    taken = sharded.subset(np.isin(np.arange(len(dense)), rows))
+    assert np.array_equal(np.asarray(taken.features), dense[np.sort(rows)])
+    assert np.array_equal(taken.features.lengths(), (dense[np.sort(rows), :, 0] != 0).sum(axis=1))
 
 
 def test_training_from_the_cache_needs_no_tvm(own_dataset, host_platform, tmp_path):
@@ -156,3 +183,20 @@ def test_tlp_train_uses_the_cache_and_can_bypass_it(own_dataset, tmp_path, capsy
     compact = train("--set", "compact=true")  # another featurizer config: another cache entry, kept in the checkpoint
     assert compact["hit"] is False and compact["path"] != first["path"]
     assert TLPModel.load(tmp_path / "m.pt").featurizer.config.compact
+
+
+@pytest.mark.slow
+def test_torchrun_trains_one_model_on_two_processes_from_the_shared_cache(own_dataset, tmp_path):
+    # Data parallelism on CPUs (gloo): the first process featurizes, both read the cache's shards, average their
+    # gradients each step and end with the same model, which the first one saves.
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "tlp.cli", "train", str(own_dataset.path),
+               "--out", str(tmp_path / "m.pt"), "--epochs", "2", "--set", "hidden=32", "-q",
+               "--set", f"feature_cache_dir={tmp_path / 'cache'}"]
+    run = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    printed = json.loads(run.stdout[run.stdout.index("{"):])
+    assert printed["feature_cache"]["hit"] is False and len(list((tmp_path / "cache").iterdir())) == 1
+    model = TLPModel.load(tmp_path / "m.pt")
+    assert model.meta["processes"] == 2 and model.meta["best_epoch"] >= 0

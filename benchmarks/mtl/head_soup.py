@@ -83,7 +83,7 @@ class BundlePrograms:
         self.meta = json.loads((path / "bundle.json").read_text())
         self.platform = self.meta["platform"]
         self.networks = self.meta["held_out_networks"]
-        programs, _ = read_cache(path / "programs.npz")
+        programs, _ = read_cache(path / "programs")
         self.train, _ = programs.platform(self.platform).split_by_network(set(self.networks))
         test = test_split(programs, self.meta)
         self.test = dataclasses.replace(test, latencies=test.latencies[:, 0])

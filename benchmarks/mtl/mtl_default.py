@@ -21,8 +21,8 @@ Writes, under ``--out``: ``results.json`` (per candidate: seed, training seconds
 top-5 per platform computed from the cached features, as a first look) and one ``METHOD.tar`` of checkpoints per
 method. The numbers to report are computed afterwards with ``tlp eval``, which featurizes the traces again.
 
-    .venv/bin/python benchmarks/mtl/mtl_default.py --cache FILE.npz --write-nearest nearest.json     # with TVM
-    PYTHONPATH=src python3 benchmarks/mtl/mtl_default.py --cache FILE.npz --nearest nearest.json --out OUT \\
+    .venv/bin/python benchmarks/mtl/mtl_default.py --cache CACHE_DIR --write-nearest nearest.json     # with TVM
+    PYTHONPATH=src python3 benchmarks/mtl/mtl_default.py --cache CACHE_DIR --nearest nearest.json --out OUT \\
         [--seeds 0,1] [--methods joint,stacked_frozen,stacked_finetuned,shipped_heads] [--epochs 60]
 """
 

@@ -127,7 +127,7 @@ def prepare(args: argparse.Namespace) -> None:
         raise SystemExit(f"--train-platforms must include the scored platform {args.platform}")
     cached = load_or_featurize(dataset, train_platforms, networks, FeatureConfig(seq_len=args.seq_len,
                                                                                     compact=args.compact))
-    shutil.copyfile(cached.path, bundle / "programs.npz")
+    shutil.copytree(cached.path, bundle / "programs", dirs_exist_ok=True)
     search = _search_set(args.dataset, args.platform, networks, args.search_runs)
     (bundle / SEARCH_SET).write_bytes(pickle.dumps(search))  # for score: reading it again takes minutes
     labeled = search.labeled()
@@ -154,7 +154,7 @@ def transfer(args: argparse.Namespace) -> None:
 
     bundle = Path(args.bundle)
     meta = json.loads((bundle / "bundle.json").read_text())
-    programs, _ = read_cache(bundle / "programs.npz")
+    programs, _ = read_cache(bundle / "programs")
     target = Dataset(args.dataset).store(meta["platform"]).platform.target
     guide = None
     if args.guide:
@@ -202,7 +202,7 @@ def _train_one(job: tuple[str, int, str, str, bool]) -> list[dict[str, Any]]:
 
     torch.set_num_threads(1)
     meta = json.loads((Path(bundle) / "bundle.json").read_text())
-    programs, _ = read_cache(Path(bundle) / "programs.npz")
+    programs, _ = read_cache(Path(bundle) / "programs")
     train, _ = programs.split_by_network(set(meta["held_out_networks"]))
     test = test_split(programs, meta)
     search_features = np.load(Path(bundle) / "search.npz")["features"]
@@ -320,7 +320,7 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
     # The scores depend on the teachers and on the bundle's training and transfer programs only: a train step into
     # the same --out with the same ones reuses them (reading the bundle and scoring every program take minutes).
     made_of = hashlib.sha256()
-    for path in [*teachers, *(Path(bundle) / name for name in ("bundle.json", "programs.npz", TRANSFER))]:
+    for path in [*teachers, *(Path(bundle) / name for name in ("bundle.json", "programs/meta.json", TRANSFER))]:
         if Path(path).exists():
             made_of.update(Path(path).read_bytes())
     stamp = out / (TEACHER_SCORES + ".sha256")
@@ -328,7 +328,7 @@ def _teacher_scores(bundle: str, teachers: list[str] | None, out: Path) -> None:
         print(f"teachers: scores of {', '.join(map(str, teachers))} already in {out}", flush=True)
         return
     meta = json.loads((Path(bundle) / "bundle.json").read_text())
-    programs, _ = read_cache(Path(bundle) / "programs.npz")
+    programs, _ = read_cache(Path(bundle) / "programs")
     train_programs, _ = programs.split_by_network(set(meta["held_out_networks"]))
     if (Path(bundle) / TRANSFER).exists():
         train_programs = _with_transfer(train_programs, bundle)
@@ -389,7 +389,7 @@ def rescore(args: argparse.Namespace) -> None:
     brought back, say) are left out and counted."""
     out = Path(args.out)
     meta = json.loads((Path(args.bundle) / "bundle.json").read_text())
-    programs, _ = read_cache(Path(args.bundle) / "programs.npz")
+    programs, _ = read_cache(Path(args.bundle) / "programs")
     test = test_split(programs, meta)
     search_features = np.load(Path(args.bundle) / "search.npz")["features"]
     rows = json.loads(Path(args.rows).read_text())["rows"]
@@ -458,7 +458,7 @@ def score(args: argparse.Namespace) -> None:
     bundle = Path(args.bundle)
     meta = json.loads((bundle / "bundle.json").read_text())
     networks = meta["held_out_networks"]
-    programs, _ = read_cache(bundle / "programs.npz")
+    programs, _ = read_cache(bundle / "programs")
     test = test_split(programs, meta)
     test = dataclasses.replace(test, latencies=test.latencies[:, 0])
     search = _bundle_search_set(bundle, args.dataset, meta)

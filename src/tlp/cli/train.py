@@ -109,6 +109,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tlp.dataset.store import Dataset, DatasetError
     from tlp.features.cache import default_cache_dir, load_or_featurize
     from tlp.features.tensors import load_platforms
+    from tlp.model import distributed
     from tlp.model.estimator import TLPModel
     from tlp.workloads import held_out_networks
 
@@ -137,11 +138,16 @@ def cmd_train(args: argparse.Namespace) -> int:
                        f"{record_format} records")
     feature_config = _feature_config(dataset, platform_ids[0], record_format, opts.seq_len, opts.compact)
     feature_cache: dict[str, Any] = {"used": opts.feature_cache}
+    rank, processes = distributed.start()  # several under torchrun (tlp.model.distributed)
     if not opts.feature_cache:
         programs: Any = load_platforms(dataset, platform_ids, opts.min_head_programs)
     else:
+        if rank > 0:
+            distributed.barrier()  # the first process featurizes into the cache; the others then read it
         cached = load_or_featurize(dataset, platform_ids, held_out, feature_config, opts.min_head_programs,
                                    Path(opts.feature_cache_dir) if opts.feature_cache_dir else default_cache_dir())
+        if rank == 0:
+            distributed.barrier()
         programs = cached.programs
         feature_cache.update({"path": str(cached.path), "hit": cached.hit})
     train, test = programs.split_by_network(set(held_out))
@@ -167,8 +173,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         targets = distillation_targets(train, ensemble_scores(teachers, train), train_config.loss, opts.distil_alpha)
         model.meta["distilled_from"] = {"teachers": list(args.distil_from), "alpha": opts.distil_alpha,
                                         "transfer_shapes": opts.transfer_shapes}
-    history = model.fit(train, progress=not args.quiet, platform_info=platform_info, targets=targets)
-    model.meta.update({"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
+    history = model.fit(train, progress=not args.quiet and rank == 0, platform_info=platform_info, targets=targets)
+    distributed.stop()
+    if rank > 0:
+        return 0  # the processes hold the same model: the first one saves it
+    model.meta.update({**({"processes": processes} if processes > 1 else {}),"dataset": str(args.dataset), "dataset_hash": digest.hexdigest(),
                        "platform_info": platform_info,
                        "held_out_networks": held_out, "skipped": dict(programs.skipped),
                        "test_programs_excluded": len(test.task_keys)})

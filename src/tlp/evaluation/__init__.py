@@ -140,7 +140,9 @@ def evaluate(dataset: Dataset, platform_id: str, model: Any, baselines: list[str
     from tlp.evaluation import search_metrics
     from tlp.evaluation.baselines import MetaScheduleBaseline, RandomRanker
 
-    programs = load_programs(dataset, platform_id)
+    # Training programs' traces only where something trains on them (the baselines) or excludes them (search runs).
+    needs_all = search_runs or any(b != "random" for b in baselines)
+    programs = load_programs(dataset, platform_id, None if needs_all else set(test_networks))
     model_format = record_format_of(getattr(model, "featurizer", None))
     if model_format != programs.record_format:
         raise DatasetError(f"{dataset.path}/{platform_id} holds {programs.record_format} records; this model reads "

@@ -123,9 +123,21 @@ class AnsorStepFeaturizer:
         kind_counts: Counter = Counter()
         string_counts: Counter = Counter()
         for steps in traces:
-            for step in steps:
-                kind_counts[str(step[0])] += 1
-                string_counts.update(step_parameters(step)[0])
+            kinds, strings = self.tokens(steps)
+            kind_counts.update(kinds)
+            string_counts.update(strings)
+        return self.fit_counts(kind_counts, string_counts)
+
+    @staticmethod
+    def tokens(steps: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The step kinds and string parameters of ``steps`` that the vocabularies count."""
+        strings: list[str] = []
+        for step in steps:
+            strings.extend(step_parameters(step)[0])
+        return tuple(str(step[0]) for step in steps), tuple(strings)
+
+    def fit_counts(self, kind_counts: Counter, string_counts: Counter) -> "AnsorStepFeaturizer":
+        """The vocabularies from token counts (what :meth:`fit` counts, or a stream's sum of :meth:`tokens`)."""
         self.kinds = Vocabulary.build(kind_counts)
         self.strings = Vocabulary.build(string_counts)
         return self

@@ -157,12 +157,25 @@ class TraceFeaturizer:
         kind_counts: Counter = Counter()
         string_counts: Counter = Counter()
         for trace in traces:
-            for kind, inputs, attrs, _outputs in trace[0]:
-                kind_counts[kind] += 1
-                found: list[str] = []
-                _strings(attrs, found)
-                _strings([i for i in inputs if isinstance(i, str) and i.startswith('"')], found)
-                string_counts.update(found)
+            kinds, strings = self.tokens(trace)
+            kind_counts.update(kinds)
+            string_counts.update(strings)
+        return self.fit_counts(kind_counts, string_counts, min_string_count, max_strings)
+
+    @staticmethod
+    def tokens(trace: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The instruction kinds and string parameters of ``trace`` that the vocabularies count."""
+        kinds: list[str] = []
+        strings: list[str] = []
+        for kind, inputs, attrs, _outputs in trace[0]:
+            kinds.append(kind)
+            _strings(attrs, strings)
+            _strings([i for i in inputs if isinstance(i, str) and i.startswith('"')], strings)
+        return tuple(kinds), tuple(strings)
+
+    def fit_counts(self, kind_counts: Counter, string_counts: Counter, min_string_count: int = 2,
+                   max_strings: int = 4096) -> "TraceFeaturizer":
+        """The vocabularies from token counts (what :meth:`fit` counts, or a stream's sum of :meth:`tokens`)."""
         self.kinds = Vocabulary.build(kind_counts)
         self.strings = Vocabulary.build(string_counts, min_count=min_string_count, max_size=max_strings)
         return self

@@ -8,10 +8,11 @@ cannot be ranked and is left out of training (counted) but kept for evaluation b
 from __future__ import annotations
 
 import dataclasses
-
+import json
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -22,6 +23,34 @@ from tlp.platform import METASCHEDULE_FORMAT
 
 # TVM is imported only where a workload is parsed (``load_programs``): training from featurized programs
 # (:class:`FeaturizedPrograms`, e.g. read from the feature cache) must work where TVM is not installed.
+
+
+class PackedTraces(Sequence):
+    """Traces kept as compressed JSON and parsed when read: a parsed trace takes ~15x the memory of its text, so a
+    platform's worth of them (an evaluation's test programs at TenSet's size) does not fit as objects."""
+
+    def __init__(self, packed: list[bytes | None]) -> None:
+        self.packed = packed
+
+    @staticmethod
+    def pack(trace: Any) -> bytes:
+        return zlib.compress(json.dumps(trace, separators=(",", ":")).encode(), 1)
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return PackedTraces(self.packed[index])
+        item = self.packed[index]
+        return None if item is None else json.loads(zlib.decompress(item))
+
+
+def pick(traces: Sequence[Any], index: Any) -> Sequence[Any]:
+    """``[traces[i] for i in index]``; packed traces stay packed."""
+    if isinstance(traces, PackedTraces):
+        return PackedTraces([traces.packed[i] for i in index])
+    return [traces[i] for i in index]
 
 
 @dataclass
@@ -58,14 +87,14 @@ class LabeledPrograms:
 
     def subset(self, keep: np.ndarray) -> "LabeledPrograms":
         index = np.nonzero(keep)[0]
-        return LabeledPrograms([self.traces[i] for i in index], self.latencies[index],
+        return LabeledPrograms(pick(self.traces, index), self.latencies[index],
                                [self.task_keys[i] for i in index], self.extents, self.catalogue, Counter(self.skipped),
                                self.platform_id, [self.program_hashes[i] for i in index] if self.program_hashes else [],
                                self.record_format)
 
     def split_by_network(self, test_networks: set[str]) -> tuple["LabeledPrograms", "LabeledPrograms"]:
         """(train, test): a task that appears in any test network is a test task, never a training one."""
-        is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
+        is_test = in_networks(self.task_keys, self.catalogue, test_networks)
         return self.subset(~is_test), self.subset(is_test)
 
     def featurize(self, featurizer: TraceFeaturizer) -> np.ndarray:
@@ -77,43 +106,61 @@ class LabeledPrograms:
         return np.array([index.setdefault(k, len(index)) for k in self.task_keys], dtype=np.int64)
 
 
-def _in_networks(task_keys: list[str], catalogue: dict[str, dict[str, Any]], networks: set[str]) -> np.ndarray:
+def in_networks(task_keys: list[str], catalogue: dict[str, dict[str, Any]], networks: set[str]) -> np.ndarray:
     """Per program: does its task appear in any of ``networks``."""
     return np.array([bool(set(catalogue.get(k, {}).get("networks", {})) & networks) for k in task_keys], dtype=bool)
 
 
-def load_programs(dataset: Dataset, platform_id: str) -> LabeledPrograms:
-    """Valid, finite measurements of one platform (one per program), with what was left out counted."""
+def load_programs(dataset: Dataset, platform_id: str, traces_of: set[str] | None = None) -> LabeledPrograms:
+    """Valid, finite measurements of one platform (one per program), with what was left out counted.
+
+    ``traces_of``: networks whose tasks' traces are kept, packed (:class:`PackedTraces`); the other programs are
+    there with their latencies and ``None`` for a trace: what an evaluation that scores only test networks needs,
+    in memory bounded by their compressed text, not by the whole platform's parsed traces. None: every trace,
+    parsed."""
     store = dataset.store(platform_id)
     report = ReadReport()
     skipped: Counter = Counter()
     traces, latencies, keys, hashes = [], [], [], []
-    for program in store.latest_programs(report).values():
-        if program.latency is None:
+    catalogue = dataset.catalogue()
+
+    def wanted(key: str) -> bool:
+        return traces_of is None or bool(set(catalogue.get(key, {}).get("networks", {})) & traces_of)
+
+    def keep(program: Any) -> tuple[Any, float | None, str, bool, str]:
+        empty = not program.trace_json or not program.trace_json[0]
+        trace = program.trace_json if traces_of is None else \
+            PackedTraces.pack(program.trace_json) if wanted(program.workload_key) else None
+        return trace, program.latency, program.workload_key, empty, str(program.meta.get("program_hash", ""))
+
+    for trace, latency, key, empty, program_hash in store.latest_programs(report, keep=keep).values():
+        if latency is None:
             skipped["failed (no latency)"] += 1
             continue
-        if not program.trace_json or not program.trace_json[0]:
+        if empty:
             skipped["empty trace"] += 1
             continue
-        traces.append(program.trace_json)
-        latencies.append(program.latency)
-        keys.append(program.workload_key)
-        hashes.append(str(program.meta.get("program_hash", "")))
+        traces.append(trace)
+        latencies.append(latency)
+        keys.append(key)
+        hashes.append(program_hash)
     skipped.update(report.skipped)
     per_task = Counter(keys)
     single = {k for k, n in per_task.items() if n < 2}
     if single:
         skipped["programs of tasks with a single valid program"] += sum(per_task[k] for k in single)
-        keep = [i for i, k in enumerate(keys) if k not in single]
-        traces, latencies, keys = [traces[i] for i in keep], [latencies[i] for i in keep], [keys[i] for i in keep]
-        hashes = [hashes[i] for i in keep]
+        kept = [i for i, k in enumerate(keys) if k not in single]
+        traces, latencies, keys = [traces[i] for i in kept], [latencies[i] for i in kept], [keys[i] for i in kept]
+        hashes = [hashes[i] for i in kept]
+
     record_format = store.platform.record_format
     extents = {}
     if record_format == METASCHEDULE_FORMAT and keys:
         from tlp._tvm import ms  # pylint: disable=import-outside-toplevel  # see the note at the imports
-    for key in set(keys) if record_format == METASCHEDULE_FORMAT else ():  # Ansor steps carry their own sizes
-        extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)
-    return LabeledPrograms(traces, np.array(latencies, dtype=np.float64), keys, extents, dataset.catalogue(), skipped,
+    for key in {k for k in keys if wanted(k)} if record_format == METASCHEDULE_FORMAT else ():  # Ansor steps carry
+        extents[key] = block_extents(ms.database.Workload.from_json(store.workload_json(key)).mod)  # their sizes
+    return LabeledPrograms(PackedTraces(traces) if traces_of is not None else traces,
+                           np.array(latencies, dtype=np.float64), keys, extents, catalogue, skipped,
                            platform_id, hashes, record_format)
 
 
@@ -185,7 +232,7 @@ class MultiPlatformPrograms:
                                      Counter(self.skipped), self.record_format)
 
     def split_by_network(self, test_networks: set[str]) -> tuple["MultiPlatformPrograms", "MultiPlatformPrograms"]:
-        is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
+        is_test = in_networks(self.task_keys, self.catalogue, test_networks)
         return self.subset(~is_test), self.subset(is_test)
 
     def with_unmeasured(self, traces: list[Any], task_keys: list[str], extents: dict[str, dict[str, list[int]]],
@@ -236,6 +283,79 @@ def per_task_platform_labels(latencies: np.ndarray, groups: np.ndarray) -> np.nd
     return labels
 
 
+class CodedFeatures:
+    """``float32 [N, seq_len, width]`` features held as small-integer codes into a table of their distinct values
+    (a few hundred in practice: logs of small integers and vocabulary ids), in shards that may be memory-mapped
+    files: what the feature cache stores, read a batch at a time (:meth:`take` is lazy, indexing decodes).
+
+    Indexing (``features[rows]``, ``features[rows, :crop]``) decodes only the rows asked for; ``np.asarray``
+    decodes all of them (small data and code that wants a plain array).
+    """
+
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, values: np.ndarray, shards: list[np.ndarray], row_shape: tuple[int, int],
+                 rows: np.ndarray | None = None) -> None:
+        self.values = np.asarray(values, dtype=np.float32)
+        self.shards = shards
+        self._starts = np.cumsum([0] + [len(s) for s in shards])
+        self.rows = rows  # which stored rows, in order (None: all of them)
+        self.shape = (int(self._starts[-1]) if rows is None else len(rows), *row_shape)
+        self.ndim = 3
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def take(self, index: np.ndarray) -> "CodedFeatures":
+        """These rows, still coded (nothing is read)."""
+        index = np.asarray(index, dtype=np.int64)
+        return CodedFeatures(self.values, self.shards, self.shape[1:], index if self.rows is None else self.rows[index])
+
+    def _stored(self, index: np.ndarray) -> np.ndarray:
+        """Codes of the given rows ``[len(index), seq_len, width]``, read shard by shard."""
+        stored = index if self.rows is None else self.rows[index]
+        out = np.empty((len(stored), *self.shape[1:]), dtype=np.uint16)
+        shard_of = np.searchsorted(self._starts, stored, side="right") - 1
+        for shard in np.unique(shard_of):
+            at = np.nonzero(shard_of == shard)[0]
+            out[at] = self.shards[shard][stored[at] - self._starts[shard]]
+        return out
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        key = key if isinstance(key, tuple) else (key,)
+        if key and key[0] is Ellipsis:
+            return np.asarray(self)[key]
+        rows = np.arange(len(self))[key[0]]
+        picked = self.values[self._stored(np.atleast_1d(rows))[(slice(None), *key[1:])]]
+        return picked[0] if np.ndim(rows) == 0 else picked
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        decoded = self[np.arange(len(self))] if len(self) else np.zeros(self.shape, dtype=np.float32)
+        return decoded if dtype is None else decoded.astype(dtype)
+
+    def lengths(self) -> np.ndarray:
+        """Rows of each program that are not padding (kind id 0), read a block at a time."""
+        zero = np.nonzero(self.values == 0.0)[0]
+        out = np.empty(len(self), dtype=np.int64)
+        for start in range(0, len(self), 1 << 14):
+            index = np.arange(start, min(len(self), start + (1 << 14)))
+            kinds = self._stored(index)[..., 0]
+            out[index] = (~np.isin(kinds, zero)).sum(axis=1)
+        return out
+
+
+def take_rows(features: np.ndarray | CodedFeatures, index: np.ndarray) -> np.ndarray | CodedFeatures:
+    """``features[index]``: coded features stay coded (and unread)."""
+    return features.take(index) if isinstance(features, CodedFeatures) else features[index]
+
+
+def feature_lengths(features: Any) -> np.ndarray:
+    """Rows of each program that are not padding (kind id 0)."""
+    if isinstance(features, CodedFeatures):
+        return features.lengths()
+    return (np.asarray(features)[..., 0] != 0).sum(axis=1)
+
+
 class FeaturizerMismatchError(TLPError, ValueError):
     """Featurized programs asked for with a featurizer other than the one that made them."""
 
@@ -250,7 +370,7 @@ class FeaturizedPrograms:
     trains from either. Nothing here imports TVM.
     """
 
-    features: np.ndarray  # float32 [N, seq_len, width]
+    features: np.ndarray | CodedFeatures  # float32 [N, seq_len, width]; the cache's stay coded until read
     task_keys: list[str]
     latencies: np.ndarray  # [N, P] seconds, NaN = no measurement on that platform
     platform_ids: list[str]
@@ -274,13 +394,13 @@ class FeaturizedPrograms:
             raise ValueError(f"{len(self.platform_ids)} platforms here; take one with .platform(ID)")
         return self.platform_ids[0]
 
-    def featurize(self, featurizer: Any) -> np.ndarray:
+    def featurize(self, featurizer: Any) -> np.ndarray | CodedFeatures:
         """The stored features as ``featurizer`` makes them: as stored if it made them, translated when it has the
         same config and vocabularies this data's featurizer knows all of (a model fitted on an older state of a
         grown dataset; see ``TraceFeaturizer.translate``)."""
         if featurizer.to_json() == self.featurizer.to_json():
             return self.features
-        translated = featurizer.translate(self.features, self.featurizer)
+        translated = featurizer.translate(np.asarray(self.features), self.featurizer)
         if translated is None:
             raise FeaturizerMismatchError("these programs were featurized with another feature config than the "
                                           "model's, or with vocabularies that lack some of the model's tokens; "
@@ -295,7 +415,7 @@ class FeaturizedPrograms:
                         ) -> "FeaturizedPrograms":
         """These programs followed by unmeasured ones (latency NaN on every platform) of new tasks named ``names``
         (task key -> name): a transfer set for distillation (``tlp.model.distil.with_transfer_set``)."""
-        return dataclasses.replace(self, features=np.concatenate([self.features, features]),
+        return dataclasses.replace(self, features=np.concatenate([np.asarray(self.features), features]),
                                    task_keys=list(self.task_keys) + list(task_keys),
                                    latencies=np.concatenate([self.latencies, _unmeasured(len(task_keys),
                                                                                          len(self.platform_ids))]),
@@ -310,12 +430,12 @@ class FeaturizedPrograms:
     def subset(self, keep: np.ndarray, columns: list[int] | None = None) -> "FeaturizedPrograms":
         index = np.nonzero(keep)[0]
         columns = list(range(len(self.platform_ids))) if columns is None else columns
-        return FeaturizedPrograms(self.features[index], [self.task_keys[i] for i in index],
+        return FeaturizedPrograms(take_rows(self.features, index), [self.task_keys[i] for i in index],
                                   self.latencies[np.ix_(index, columns)], [self.platform_ids[c] for c in columns],
                                   self.catalogue, self.featurizer, self.record_format, Counter(self.skipped))
 
     def split_by_network(self, test_networks: set[str]) -> tuple["FeaturizedPrograms", "FeaturizedPrograms"]:
-        is_test = _in_networks(self.task_keys, self.catalogue, test_networks)
+        is_test = in_networks(self.task_keys, self.catalogue, test_networks)
         return self.subset(~is_test), self.subset(is_test)
 
     def platform(self, platform_id: str) -> "FeaturizedPrograms":
@@ -338,17 +458,27 @@ def load_platforms(dataset: Dataset, platform_ids: list[str], min_programs: int 
     """
     per_platform = [load_programs(dataset, platform_id) for platform_id in platform_ids]
     for programs in per_platform if len(per_platform) > 1 else []:  # one platform: the whole model is its head
-        if len(programs.traces) < min_programs:
-            raise DatasetError(f"{dataset.path}/{programs.platform_id}: {len(programs.traces)} valid programs of "
-                               f"tasks with two or more; a head needs at least {min_programs} (measure more with "
-                               "tlp collect --remeasure-from PLATFORM --set fraction=F)")
+        check_head_programs(dataset, programs.platform_id, len(programs.traces), min_programs)
     data = MultiPlatformPrograms.join(per_platform)
     if len(platform_ids) > 1:
-        measured = ~np.isnan(data.latencies)
-        shared = measured[measured.sum(axis=1) > 1]
-        for column, platform_id in enumerate(platform_ids):
-            if not shared[:, column].any():
-                raise DatasetError(f"{dataset.path}: platform {platform_id} shares no program with "
-                                   f"{', '.join(p for p in platform_ids if p != platform_id)}; MTL-TLP needs the same "
-                                   f"programs measured on each (tlp collect --remeasure-from {platform_ids[0]})")
+        check_shared_programs(dataset, platform_ids, data.latencies)
     return data
+
+
+def check_head_programs(dataset: Dataset, platform_id: str, programs: int, min_programs: int) -> None:
+    """Refuse a platform with too few valid programs (of tasks with two or more) to train its head."""
+    if programs < min_programs:
+        raise DatasetError(f"{dataset.path}/{platform_id}: {programs} valid programs of tasks with two or more; a "
+                           f"head needs at least {min_programs} (measure more with tlp collect --remeasure-from "
+                           "PLATFORM --set fraction=F)")
+
+
+def check_shared_programs(dataset: Dataset, platform_ids: list[str], latencies: np.ndarray) -> None:
+    """Refuse a platform that shares no program with the others (``latencies``: ``[programs, platforms]``)."""
+    measured = ~np.isnan(latencies)
+    shared = measured[measured.sum(axis=1) > 1]
+    for column, platform_id in enumerate(platform_ids):
+        if not shared[:, column].any():
+            raise DatasetError(f"{dataset.path}: platform {platform_id} shares no program with "
+                               f"{', '.join(p for p in platform_ids if p != platform_id)}; MTL-TLP needs the same "
+                               f"programs measured on each (tlp collect --remeasure-from {platform_ids[0]})")

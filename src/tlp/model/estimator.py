@@ -20,8 +20,9 @@ from tqdm import tqdm
 from tlp import __version__
 from tlp.features.featurizer import FeatureConfig
 from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
-from tlp.features.tensors import FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms, MultiPlatformPrograms
-from tlp.model import checkpoint
+from tlp.features.tensors import (FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms,
+                                  MultiPlatformPrograms, feature_lengths)
+from tlp.model import checkpoint, distributed
 from tlp.model.checkpoint import SINGLE_DECODER_FORMAT, SINGLE_FORMAT, CheckpointError
 from tlp.model.inference import scorer_for
 from tlp.model.losses import LOSSES, MEASURED_TERMS
@@ -32,6 +33,8 @@ from tlp.model.network import ARCHS, ModelConfig, TLPNet
 CHECKPOINT_FORMAT = SINGLE_FORMAT
 
 WEIGHTS = ("best", "average")
+# Validation programs scored at a time (decoded from the feature cache a block at a time).
+VALIDATION_BLOCK = 2048
 # TrainConfig fields that are gone, with the value every checkpoint had while their option was off (such a
 # checkpoint loads; one that used the option is refused, naming it: tlp.model.checkpoint.config_from_json).
 REMOVED_TRAIN_FIELDS = {"task_weighting": ("uniform", "task weighting by network share")}
@@ -57,6 +60,11 @@ class TrainConfig:
     # Why: held-out TenSet tasks are mostly 32 random draws, while search-rich training tasks hold thousands of
     # programs bunched near the best; a subset of a big task is a ranking problem shaped like the held-out ones.
     programs_per_task: int = 0
+    # At most this many programs in a step (its memory grows with them, ~0.3 MB each): a step takes fewer than
+    # tasks_per_batch tasks when they hold more, and a bigger task is split into random parts of at most this many,
+    # each a ranking group of its own; every program is still seen once an epoch. On the shipped dataset's biggest
+    # platform, 1 step in 25 held more. 0: no bound.
+    max_batch_programs: int = 4096
 
 
 @dataclass
@@ -70,6 +78,26 @@ class TrainHistory:
 def _subset(index: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     """``size`` of ``index`` drawn without replacement (all of it when ``size`` is 0 or not smaller)."""
     return index if not 0 < size < len(index) else np.sort(rng.choice(index, size=size, replace=False))
+
+
+def _parts(index: np.ndarray, most: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``index`` (one task's programs) split at random into parts of at most ``most`` (sorted, about equal)."""
+    if not 0 < most < len(index):
+        return [index]
+    return [np.sort(part) for part in np.array_split(rng.permutation(index), -(-len(index) // most))]
+
+
+def _steps(parts: list[tuple[int, np.ndarray]], groups: int, most: int) -> list[list[tuple[int, np.ndarray]]]:
+    """Consecutive parts in steps of at most ``groups`` parts and ``most`` programs (0: any number)."""
+    steps: list[list[tuple[int, np.ndarray]]] = []
+    size = 0
+    for part in parts:
+        if not steps or len(steps[-1]) == groups or (most and size + len(part[1]) > most):
+            steps.append([])
+            size = 0
+        steps[-1].append(part)
+        size += len(part[1])
+    return steps
 
 
 def seed_everything(seed: int) -> None:
@@ -330,14 +358,14 @@ class TLPModel:
             raise ValueError(f"TrainConfig.weights must be one of {', '.join(WEIGHTS)}, got {cfg.weights!r}")
         if cfg.loss not in LOSSES:
             raise ValueError(f"TrainConfig.loss must be one of {', '.join(LOSSES)}, got {cfg.loss!r}")
-        features = torch.from_numpy(data.featurize(self.featurizer))
+        features = data.featurize(self.featurizer)  # coded features (the cache's) are decoded a batch at a time
         measured_labels = torch.from_numpy(data.labels())
         labels = measured_labels if targets is None else torch.from_numpy(targets.astype(np.float32))
         measured = ~np.isnan(data.latencies)  # [N, P]
         # Programs with a target but no measurement (a teacher's ranking of unmeasured programs) train; only measured
         # ones validate, so validation tasks are drawn among the tasks with a measurement.
         trainable = measured if targets is None else measured | ~np.isnan(targets)
-        lengths = (features[..., 0] != 0).sum(dim=1).clamp_min(1).numpy()
+        lengths = np.maximum(feature_lengths(features), 1)
         groups = data.group_ids()
         tasks = np.unique(groups)
         labeled_tasks = np.unique(groups[measured.any(axis=1)])
@@ -354,6 +382,9 @@ class TLPModel:
         self.net.to(device)
         backbone_frozen = not any(p.requires_grad for p in self.net.backbone_parameters())
         optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        trained = [p for group in parameters for p in group["params"]]
+        distributed.same_start(list(self.net.parameters()))  # under torchrun: one model, whatever each process drew
+        processes = distributed.world()[1]
         loss_fn, measured_term = LOSSES[cfg.loss], None
         if targets is not None and cfg.loss in MEASURED_TERMS:
             # Distilling with a loss whose second term needs latencies: the targets feed the listwise part, the
@@ -371,12 +402,22 @@ class TLPModel:
             self.net.train()
             order = rng.permutation(train_tasks)
             losses = []
-            for start in range(0, len(order), cfg.tasks_per_batch):
-                index = np.concatenate([_subset(task_index[t], cfg.programs_per_task, rng)
-                                        for t in order[start : start + cfg.tasks_per_batch]])
+            # (ranking group, programs): a task's programs under its task id, or the parts of a big task's, each under
+            # an id of its own past the tasks'.
+            parts, next_group = [], int(groups.max()) + 1
+            for t in order:
+                split = _parts(_subset(task_index[t], cfg.programs_per_task, rng), cfg.max_batch_programs, rng)
+                if len(split) == 1:
+                    parts.append((int(t), split[0]))
+                else:
+                    parts += [(next_group + number, part) for number, part in enumerate(split)]
+                    next_group += len(split)
+            for batch in distributed.my_steps(_steps(parts, cfg.tasks_per_batch, cfg.max_batch_programs)):
+                index = np.concatenate([part for _, part in batch])
+                batch_groups = np.concatenate([np.full(len(part), group, dtype=np.int64) for group, part in batch])
                 # Crop the batch to its longest trace: padding rows cost compute and change nothing.
-                x = features[index, : int(lengths[index].max())].to(device)
-                g = torch.from_numpy(groups[index]).to(device)
+                x = torch.as_tensor(features[index, : int(lengths[index].max())]).to(device)
+                g = torch.from_numpy(batch_groups).to(device)
                 with torch.set_grad_enabled(not backbone_frozen):
                     h, padding = self.net.backbone(x)
                 # MTL-TLP's loss: the unweighted sum over platforms of each head's ranking loss on the programs
@@ -395,12 +436,15 @@ class TLPModel:
                         term = term + measured_term(scores[o], measured_labels[index[rows[on]], column].to(device),
                                                     g[r][o])
                     loss = term if loss is None else loss + term
-                if loss is None or not loss.requires_grad:
+                has_loss = loss is not None and loss.requires_grad
+                if not has_loss and processes == 1:
                     continue
                 optimizer.zero_grad()
-                loss.backward()
+                if has_loss:
+                    loss.backward()
+                    losses.append(loss.item())
+                distributed.average_gradients(trained)  # under torchrun; every process steps together
                 optimizer.step()
-                losses.append(loss.item())
             val_top1 = self._validation_top1(features, data.latencies, measured, groups, val_mask, heads, device)
             row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"),
                    "val_top1": val_top1}
@@ -436,13 +480,15 @@ class TLPModel:
                 "val_tasks": int(len(val_tasks)), "untrained_columns": untrained}
         return history, info
 
-    def _validation_top1(self, features: torch.Tensor, latencies: np.ndarray, measured: np.ndarray,
+    def _validation_top1(self, features: Any, latencies: np.ndarray, measured: np.ndarray,
                          groups: np.ndarray, val_mask: np.ndarray, heads: list[int], device: torch.device) -> float:
         """Mean over platforms (with validation programs) of the mean per-task top-1 of their heads."""
         rows = np.nonzero(val_mask & measured.any(axis=1))[0]
         if not len(rows):
             return float("nan")
-        scores = self._scores(features[rows], device, heads)
+        # A block of programs at a time: a big dataset's validation programs need not be decoded all at once.
+        scores = np.concatenate([self._scores(torch.as_tensor(features[block]), device, heads)
+                                 for block in np.array_split(rows, -(-len(rows) // VALIDATION_BLOCK))])
         values = []
         for column in range(len(heads)):
             on = measured[rows, column]
