@@ -48,6 +48,17 @@ def test_pair_counts_by_ratio_bin_each_same_task_pair_by_how_far_apart_it_is():
     assert capped[:, 1].sum() == 100 * 99 // 2 and (capped[:, 0] == capped[:, 1]).all()
 
 
+def test_pairs_counted_a_block_of_rows_at_a_time_are_all_the_pairs(monkeypatch):
+    import tlp.evaluation
+
+    rng = np.random.default_rng(0)
+    latencies, scores = rng.lognormal(size=300).round(2), rng.normal(size=300)  # rounded: equal latencies too
+    groups = rng.integers(0, 3, size=300)
+    whole = pair_counts_by_ratio(scores, latencies, groups, max_per_group=300)
+    monkeypatch.setattr(tlp.evaluation, "PAIRS_AT_ONCE", 500)  # blocks of a few rows
+    assert np.array_equal(pair_counts_by_ratio(scores, latencies, groups, max_per_group=300), whole)
+
+
 def test_models_are_scored_on_the_same_test_records(collected, host_platform, small_model):
     dataset, _ = collected
     model, _ = small_model

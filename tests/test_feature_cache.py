@@ -14,7 +14,7 @@ import pytest
 from tlp.dataset.store import Dataset, MeasuredProgram
 from tlp.features.cache import CACHE_FORMAT, FeatureCacheError, load_or_featurize, read_cache
 from tlp.features.featurizer import FeatureConfig, TraceFeaturizer
-from tlp.features.tensors import FeaturizerMismatchError, load_platforms
+from tlp.features.tensors import FeaturizerMismatchError, ShardFile, load_platforms
 from tlp.model.estimator import TLPModel, TrainConfig
 from tlp.model.network import ModelConfig
 
@@ -108,6 +108,19 @@ def test_a_damaged_cache_entry_is_one_clear_error(own_dataset, host_platform, tm
     (path / "meta.json").write_text("{not json")
     with pytest.raises(FeatureCacheError, match="delete it to featurize again"):
         read_cache(path)
+
+
+def test_a_shard_file_reads_the_rows_a_memory_map_would(tmp_path):
+    codes = np.random.default_rng(0).integers(0, 500, size=(50, 6, 3)).astype(np.uint16)
+    np.save(tmp_path / "codes.npy", codes)
+    shard = ShardFile(tmp_path / "codes.npy")
+    rows = np.array([7, 3, 4, 5, 49, 3, 0])  # unordered, repeated, runs of consecutive rows
+    assert len(shard) == 50 and np.array_equal(shard[rows], codes[rows])
+    with pytest.raises(IndexError, match="out of range"):
+        shard[np.array([50])]
+    (tmp_path / "codes.npy").write_bytes((tmp_path / "codes.npy").read_bytes()[:-10])
+    with pytest.raises(ValueError, match="shorter than its 50 rows"):
+        ShardFile(tmp_path / "codes.npy")
 
 
 def test_shards_and_worker_processes_store_what_one_pass_does(own_dataset, host_platform, tmp_path, monkeypatch):

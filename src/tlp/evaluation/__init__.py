@@ -24,7 +24,7 @@ import numpy as np
 from tlp.dataset.store import Dataset, DatasetError
 from tlp.evaluation.bootstrap import DEFAULT_DRAWS, bootstrap_top1, format_bootstrap
 from tlp.features.formats import record_format_of
-from tlp.features.tensors import LabeledPrograms, load_programs
+from tlp.features.tensors import LabeledPrograms, load_programs, pick
 from tlp.model.estimator import top_k_score
 from tlp.platform import METASCHEDULE_FORMAT
 
@@ -39,6 +39,8 @@ def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndar
 # Latency ratios (slower / faster) at which pairwise ordering is reported: a model's "resolution" is how far apart two
 # programs of a task must be before it orders them right.
 RATIO_BINS = (1.0, 1.1, 1.25, 1.5, 2.0, np.inf)
+# Program pairs compared at once (memory ~30 bytes a pair).
+PAIRS_AT_ONCE = 1 << 22
 
 
 def pair_counts_by_ratio(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray | None = None,
@@ -54,12 +56,14 @@ def pair_counts_by_ratio(scores: np.ndarray, latencies: np.ndarray, groups: np.n
         if len(index) > max_per_group:
             index = np.sort(rng.choice(index, max_per_group, replace=False))
         s, lat = np.asarray(scores, dtype=np.float64)[index], latencies[index]
-        faster = lat[:, None] < lat[None, :]  # each unordered pair once, from its faster program
-        ratio = lat[None, :] / np.where(faster, lat[:, None], np.inf)
-        right = faster & (s[:, None] > s[None, :])
-        bin_of = np.searchsorted(RATIO_BINS, ratio[faster], side="right") - 1
-        counts[:, 0] += np.bincount(bin_of, weights=right[faster], minlength=len(counts)).astype(np.int64)
-        counts[:, 1] += np.bincount(bin_of, minlength=len(counts))
+        # The pairs of a block of rows at a time: a task of n programs has n^2 / 2 pairs (30k programs: 7 GB at once).
+        for block in np.array_split(np.arange(len(index)), -(-len(index) ** 2 // PAIRS_AT_ONCE) or 1):
+            faster = lat[block, None] < lat[None, :]  # each unordered pair once, from its faster program
+            ratio = lat[None, :] / np.where(faster, lat[block, None], np.inf)
+            right = faster & (s[block, None] > s[None, :])
+            bin_of = np.searchsorted(RATIO_BINS, ratio[faster], side="right") - 1
+            counts[:, 0] += np.bincount(bin_of, weights=right[faster], minlength=len(counts)).astype(np.int64)
+            counts[:, 1] += np.bincount(bin_of, minlength=len(counts))
     return counts
 
 
@@ -115,7 +119,7 @@ def head_scores(model: Any, test: LabeledPrograms, platform_id: str, groups: np.
     scores = np.empty(len(test.traces), dtype=np.float64)
     for group in np.unique(groups):
         index = np.nonzero(groups == group)[0]
-        scores[index] = model.predict([test.traces[i] for i in index],
+        scores[index] = model.predict(pick(test.traces, index),  # packed traces are parsed one at a time
                                       [test.extents.get(test.task_keys[i]) for i in index], head)
     return scores
 

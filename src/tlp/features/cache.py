@@ -6,7 +6,7 @@ of platforms and one feature config:
 
 - the feature tensor of every program, once (the platforms share programs), exactly but compactly: the distinct
   float32 values (``values.npy``, a few hundred in practice) and a ``uint16`` code per element, in shards of
-  :data:`SHARD_ROWS` programs (``codes-NNNN.npy``), read memory-mapped: training decodes a batch at a time
+  :data:`SHARD_ROWS` programs (``codes-NNNN.npy``), read a batch of rows at a time: training decodes a batch at a time
   (:class:`tlp.features.tensors.CodedFeatures`), so its memory is bounded by the batch, not by the dataset;
 - the latency matrix ``[programs x platforms]`` (NaN: not measured there), task keys, the task catalogue;
 - the featurizer with its vocabularies, fitted on the training programs (the tasks outside the held-out
@@ -43,8 +43,8 @@ from tlp import TLPError
 from tlp.cache import cache_root
 from tlp.dataset.store import Dataset, DatasetError, ReadReport
 from tlp.features.formats import FeaturizerConfig, featurizer_for_config, featurizer_from_json
-from tlp.features.tensors import (MIN_HEAD_PROGRAMS, CodedFeatures, FeaturizedPrograms, check_head_programs,
-                                  check_shared_programs, in_networks)
+from tlp.features.tensors import (MIN_HEAD_PROGRAMS, CodedFeatures, FeaturizedPrograms, ShardFile,
+                                  check_head_programs, check_shared_programs, in_networks)
 from tlp.interrupt import process_pool
 from tlp.platform import METASCHEDULE_FORMAT
 
@@ -114,12 +114,12 @@ class CacheResult:
 
 
 def read_cache(path: Path) -> tuple[FeaturizedPrograms, dict[str, Any]]:
-    """A cache entry (folder) -> (programs, its meta); the codes stay on disk, memory-mapped. No TVM, no pickle."""
+    """A cache entry (folder) -> (programs, its meta); the codes stay on disk, read a batch at a time. No TVM, no pickle."""
     try:
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != CACHE_FORMAT:
             raise FeatureCacheError(f"{path}: cache format {meta.get('format')!r}, expected {CACHE_FORMAT}")
-        shards = [np.load(path / name, mmap_mode="r", allow_pickle=False) for name in meta["shards"]]
+        shards = [ShardFile(path / name) for name in meta["shards"]]
         features = CodedFeatures(np.load(path / "values.npy", allow_pickle=False), shards, tuple(meta["shape"][1:]))
         latencies = np.load(path / "latencies.npy", allow_pickle=False)
         featurizer = featurizer_from_json(meta["featurizer"])

@@ -12,6 +12,7 @@ import json
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -283,10 +284,55 @@ def per_task_platform_labels(latencies: np.ndarray, groups: np.ndarray) -> np.nd
     return labels
 
 
+class ShardFile:
+    """The rows of a ``.npy`` file read on demand with plain reads, a run of consecutive rows at a time.
+
+    Why not a memory map: the pages a map has read count as the process's resident memory until it ends, so one
+    epoch over a million programs' features held 5 GB more; read this way, they stay in the kernel's page cache.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with open(self.path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0(file) if version == (1, 0)
+                                     else np.lib.format.read_array_header_2_0(file))
+            self.offset = file.tell()
+        if fortran or dtype.hasobject or not shape:
+            raise ValueError(f"{self.path}: not a C-ordered array of numbers")
+        self.shape, self.dtype = tuple(shape), dtype
+        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        if self.path.stat().st_size < self.offset + self.row_bytes * shape[0]:
+            raise ValueError(f"{self.path}: shorter than its {shape[0]} rows")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        index = np.asarray(index, dtype=np.int64)
+        if index.ndim != 1:
+            raise IndexError("ShardFile reads a 1-d array of row numbers")
+        if len(index) and (index.min() < 0 or index.max() >= len(self)):
+            raise IndexError(f"row out of range for {self.path} ({len(self)} rows)")
+        wanted, inverse = np.unique(index, return_inverse=True)
+        out = np.empty((len(wanted), *self.shape[1:]), dtype=self.dtype)
+        starts = np.concatenate([[0], np.nonzero(np.diff(wanted) != 1)[0] + 1, [len(wanted)]]).astype(np.int64)
+        with open(self.path, "rb", buffering=0) as file:
+            for begin, end in zip(starts[:-1], starts[1:]):
+                file.seek(self.offset + int(wanted[begin]) * self.row_bytes)
+                view, done = memoryview(out[begin:end]).cast("B"), 0
+                while done < len(view):
+                    read = file.readinto(view[done:])
+                    if not read:
+                        raise ValueError(f"{self.path}: ended early")
+                    done += read
+        return out[inverse]
+
+
 class CodedFeatures:
     """``float32 [N, seq_len, width]`` features held as small-integer codes into a table of their distinct values
-    (a few hundred in practice: logs of small integers and vocabulary ids), in shards that may be memory-mapped
-    files: what the feature cache stores, read a batch at a time (:meth:`take` is lazy, indexing decodes).
+    (a few hundred in practice: logs of small integers and vocabulary ids), in shards that may be files read on
+    demand (:class:`ShardFile`): what the feature cache stores, read a batch at a time (:meth:`take` is lazy, indexing decodes).
 
     Indexing (``features[rows]``, ``features[rows, :crop]``) decodes only the rows asked for; ``np.asarray``
     decodes all of them (small data and code that wants a plain array).

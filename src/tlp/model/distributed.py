@@ -6,7 +6,7 @@ Every process runs the same command: the same seed gives each the same weights a
 takes every ``world``-th step of an epoch and the gradients are averaged across processes after each step, so
 the processes stay identical (data parallelism, as ``DistributedDataParallel`` does, without its wrapper: the
 network is called through its backbone and heads, not one ``forward``). The first process featurizes into the
-feature cache while the others wait, then all read the same memory-mapped shards; only it writes the checkpoint.
+feature cache while the others wait, then all read the same shards; only it writes the checkpoint.
 """
 
 from __future__ import annotations
