@@ -378,3 +378,34 @@ def test_a_step_holds_at_most_max_batch_programs_and_a_big_task_trains_in_parts(
                      train_config=TrainConfig(epochs=1, val_fraction=0.5, seed=3, max_batch_programs=3))
     model.fit(programs, progress=False)
     assert groups_seen and max(groups_seen) <= 3 and max(steps) <= 3
+
+
+def test_a_step_of_more_primitives_than_its_bound_trains_in_spans_to_the_same_weights(trained, monkeypatch):
+    # A step's memory grows with its programs times their longest trace; past max_batch_primitives the network's
+    # graph is built a span of programs at a time, and the step's gradient is the same.
+    from tlp.model.network import TLPNet
+
+    _, programs, _ = trained
+    passes: list[int] = []
+    backbone = TLPNet.backbone
+
+    def counting(self, x):
+        if torch.is_grad_enabled():
+            passes.append(x.shape[0] * x.shape[1])
+        return backbone(self, x)
+
+    monkeypatch.setattr(TLPNet, "backbone", counting)
+    weights = []
+    for bound in (0, 200):
+        passes.clear()
+        model = TLPModel(model_config=ModelConfig(hidden=16, heads=2, dropout=0.1),
+                         train_config=TrainConfig(epochs=2, val_fraction=0.5, seed=3, max_batch_primitives=bound))
+        model.fit(programs, progress=False)
+        weights.append(model.net.state_dict())
+        if bound:
+            longest = max(len(trace) for trace in programs.traces)
+            assert passes and max(passes) <= max(bound, longest)
+        else:
+            assert max(passes) > 200
+    for key, value in weights[0].items():
+        assert torch.allclose(value, weights[1][key], atol=1e-5), key

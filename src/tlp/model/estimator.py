@@ -65,6 +65,10 @@ class TrainConfig:
     # each a ranking group of its own; every program is still seen once an epoch. On the shipped dataset's biggest
     # platform, 1 step in 25 held more. 0: no bound.
     max_batch_programs: int = 4096
+    # At most this many primitives (programs x their longest trace) in one pass of the network with its graph, whose
+    # memory grows with them (~20 KB each): a bigger step is computed a span of programs at a time, exactly (its
+    # scores first, then each span's backward). 0: no bound.
+    max_batch_primitives: int = 196_608
 
 
 @dataclass
@@ -98,6 +102,29 @@ def _steps(parts: list[tuple[int, np.ndarray]], groups: int, most: int) -> list[
         steps[-1].append(part)
         size += len(part[1])
     return steps
+
+
+def _spans(lengths: np.ndarray, most: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` rows whose programs, padded to the span's longest, hold at most ``most``
+    primitives (a program longer than that alone; 0: one span)."""
+    spans, start, longest = [], 0, 0
+    for row, length in enumerate(lengths.tolist()):
+        longest = max(longest, length)
+        if most and row > start and (row + 1 - start) * longest > most:
+            spans.append((start, row))
+            start, longest = row, length
+    spans.append((start, len(lengths)))
+    return spans
+
+
+def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def _set_rng_state(device: torch.device, state: tuple[torch.Tensor, torch.Tensor | None]) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
 
 
 def seed_everything(seed: int) -> None:
@@ -415,27 +442,41 @@ class TLPModel:
             for batch in distributed.my_steps(_steps(parts, cfg.tasks_per_batch, cfg.max_batch_programs)):
                 index = np.concatenate([part for _, part in batch])
                 batch_groups = np.concatenate([np.full(len(part), group, dtype=np.int64) for group, part in batch])
-                # Crop the batch to its longest trace: padding rows cost compute and change nothing.
-                x = torch.as_tensor(features[index, : int(lengths[index].max())]).to(device)
                 g = torch.from_numpy(batch_groups).to(device)
-                with torch.set_grad_enabled(not backbone_frozen):
-                    h, padding = self.net.backbone(x)
-                # MTL-TLP's loss: the unweighted sum over platforms of each head's ranking loss on the programs
-                # measured on that platform (a program unmeasured somewhere trains only the other heads).
-                loss = None
-                for column, head in enumerate(heads):
-                    rows = np.nonzero(trainable[index, column])[0]
-                    if len(rows) < 2:
-                        continue
-                    r = torch.from_numpy(rows).to(device)
-                    scores = self.net.score(h[r], padding[r], head)
-                    term = loss_fn(scores, labels[index[rows], column].to(device), g[r])
-                    on = np.nonzero(measured[index[rows], column])[0] if measured_term is not None else rows[:0]
-                    if len(on) >= 2:
-                        o = torch.from_numpy(on).to(device)
-                        term = term + measured_term(scores[o], measured_labels[index[rows[on]], column].to(device),
-                                                    g[r][o])
-                    loss = term if loss is None else loss + term
+
+                def batch_loss(scores: torch.Tensor) -> torch.Tensor | None:
+                    """MTL-TLP's loss: the unweighted sum over platforms of each head's ranking loss on the programs
+                    measured on that platform (a program unmeasured somewhere trains only the other heads)."""
+                    loss = None
+                    for column in range(len(heads)):
+                        rows = np.nonzero(trainable[index, column])[0]
+                        if len(rows) < 2:
+                            continue
+                        r = torch.from_numpy(rows).to(device)
+                        term = loss_fn(scores[r, column], labels[index[rows], column].to(device), g[r])
+                        on = np.nonzero(measured[index[rows], column])[0] if measured_term is not None else rows[:0]
+                        if len(on) >= 2:
+                            o = torch.from_numpy(on).to(device)
+                            term = term + measured_term(scores[r, column][o],
+                                                        measured_labels[index[rows[on]], column].to(device), g[r][o])
+                        loss = term if loss is None else loss + term
+                    return loss
+
+                # A step of more primitives than max_batch_primitives: its scores first, without a graph, then each
+                # span of programs' graph again in its own backward (exact: the loss's gradient is the sum over the
+                # spans of their scores' gradient through their graph), so its memory is one span's.
+                spans = _spans(lengths[index], cfg.max_batch_primitives)
+                if len(spans) == 1:
+                    scores = self._batch_scores(features, index, lengths, heads, device, backbone_frozen)
+                else:
+                    states, span_scores = [], []
+                    with torch.no_grad():
+                        for start, stop in spans:
+                            states.append(_rng_state(device))  # dropout draws the same masks again below
+                            span_scores.append(self._batch_scores(features, index[start:stop], lengths, heads, device,
+                                                                  backbone_frozen))
+                    scores = torch.cat(span_scores).requires_grad_()
+                loss = batch_loss(scores)
                 has_loss = loss is not None and loss.requires_grad
                 if not has_loss and processes == 1:
                     continue
@@ -443,6 +484,11 @@ class TLPModel:
                 if has_loss:
                     loss.backward()
                     losses.append(loss.item())
+                    if len(spans) > 1:
+                        for (start, stop), state in zip(spans, states):
+                            _set_rng_state(device, state)
+                            self._batch_scores(features, index[start:stop], lengths, heads, device,
+                                               backbone_frozen).backward(scores.grad[start:stop])
                 distributed.average_gradients(trained)  # under torchrun; every process steps together
                 optimizer.step()
             val_top1 = self._validation_top1(features, data.latencies, measured, groups, val_mask, heads, device)
@@ -479,6 +525,16 @@ class TLPModel:
         info = {"train_programs": int((~val_mask).sum()), "train_tasks": int(len(train_tasks)),
                 "val_tasks": int(len(val_tasks)), "untrained_columns": untrained}
         return history, info
+
+    def _batch_scores(self, features: Any, index: np.ndarray, lengths: np.ndarray, heads: list[int],
+                      device: torch.device, backbone_frozen: bool) -> torch.Tensor:
+        """``[len(index), len(heads)]`` training scores of programs ``index`` (a graph where grad is enabled)."""
+        assert self.net is not None
+        # Crop to the longest trace: padding rows cost compute and change nothing.
+        x = torch.as_tensor(features[index, : int(lengths[index].max())]).to(device)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not backbone_frozen):
+            h, padding = self.net.backbone(x)
+        return torch.stack([self.net.score(h, padding, head) for head in heads], dim=1)
 
     def _validation_top1(self, features: Any, latencies: np.ndarray, measured: np.ndarray,
                          groups: np.ndarray, val_mask: np.ndarray, heads: list[int], device: torch.device) -> float:
