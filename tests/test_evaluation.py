@@ -164,3 +164,18 @@ def test_xgb_baseline_trains_once_and_equals_retraining_after_every_task(collect
         reference.model.update(reference.replay.context(key), candidates,
                                [ms.runner.RunnerResult([float(programs.latencies[i])], None) for i in index])
     assert np.allclose(baseline.predict(programs), reference.predict(programs), atol=1e-6)
+
+
+def test_pairwise_accuracy_counted_by_sorting_is_the_pair_by_pair_share():
+    # Tied scores count as wrong and tied latencies are no pair, exactly as the pair-by-pair count says.
+    rng = np.random.default_rng(1)
+    for trial in range(50):
+        n = int(rng.integers(2, 80))
+        scores = rng.integers(0, 5, n).astype(float) if trial % 2 else rng.normal(size=n)
+        latencies = rng.integers(1, 6, n).astype(float)
+        latencies[rng.random(n) < 0.1] = np.nan
+        groups = rng.integers(0, 3, n)
+        counts = pair_counts_by_ratio(scores, latencies, groups, max_per_group=n)
+        expected = counts[:, 0].sum() / counts[:, 1].sum() if counts[:, 1].sum() else float("nan")
+        got = pairwise_accuracy(scores, latencies, groups)
+        assert got == expected or (np.isnan(got) and np.isnan(expected))

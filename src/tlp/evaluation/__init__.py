@@ -30,10 +30,43 @@ from tlp.platform import METASCHEDULE_FORMAT
 
 
 def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray) -> float:
-    """Share of same-task pairs with different latencies that the scores order correctly (faster = higher)."""
-    counts = pair_counts_by_ratio(scores, latencies, groups, max_per_group=len(scores))
-    total = int(counts[:, 1].sum())
-    return int(counts[:, 0].sum()) / total if total else float("nan")
+    """Share of same-task pairs with different latencies that the scores order correctly (faster = higher; a tie
+    counts as wrong). Counted in O(n log n) a task, never pair by pair: a task of 10k programs has 50M pairs."""
+    right = total = 0
+    for group in np.unique(groups):
+        index = np.nonzero((groups == group) & ~np.isnan(latencies))[0]
+        group_right, group_total = _ordered_pairs(np.asarray(scores, dtype=np.float64)[index], latencies[index])
+        right, total = right + group_right, total + group_total
+    return right / total if total else float("nan")
+
+
+def _ordered_pairs(scores: np.ndarray, latencies: np.ndarray) -> tuple[int, int]:
+    """(pairs of different latencies whose faster program scores strictly higher, pairs of different latencies)."""
+    score_rank = np.unique(scores, return_inverse=True)[1] + 1  # 1-based, equal scores share a rank
+    tree = np.zeros(int(score_rank.max(initial=0)) + 1, dtype=np.int64)  # Fenwick tree: slower programs per rank
+    order = np.argsort(-latencies, kind="stable")  # slowest first
+    right, seen, start = 0, 0, 0
+    total = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and latencies[order[stop]] == latencies[order[start]]:
+            stop += 1
+        tied = order[start:stop]  # equal latencies: no pair among them, so all are counted before any is added
+        for rank in score_rank[tied].tolist():
+            below, i = 0, rank - 1
+            while i > 0:
+                below += int(tree[i])
+                i -= i & -i
+            right += below
+        total += seen * len(tied)
+        for rank in score_rank[tied].tolist():
+            i = rank
+            while i < len(tree):
+                tree[i] += 1
+                i += i & -i
+        seen += len(tied)
+        start = stop
+    return right, total
 
 
 # Latency ratios (slower / faster) at which pairwise ordering is reported: a model's "resolution" is how far apart two
