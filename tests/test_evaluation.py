@@ -179,3 +179,28 @@ def test_pairwise_accuracy_counted_by_sorting_is_the_pair_by_pair_share():
         expected = counts[:, 0].sum() / counts[:, 1].sum() if counts[:, 1].sum() else float("nan")
         got = pairwise_accuracy(scores, latencies, groups)
         assert got == expected or (np.isnan(got) and np.isnan(expected))
+
+
+def test_test_programs_featurized_in_workers_score_as_each_task_in_one_call(collected, host_platform, small_model,
+                                                                           monkeypatch):
+    # Eval featurizes the held-out programs in worker processes, in chunks that never straddle a task, and scores
+    # a task's programs in one call: the scores a search's one call per task would give.
+    from tlp.evaluation import head_scores
+    from tlp.features import cache
+
+    dataset, _ = collected
+    model, _ = small_model
+    test = load_programs(dataset, host_platform.id)
+    groups = test.group_ids()
+    assert len(np.unique(groups)) >= 2
+    head = model.head_index(host_platform.id)
+    one_call = np.empty(len(test.traces))
+    for group in np.unique(groups):
+        index = np.nonzero(groups == group)[0]
+        one_call[index] = model.predict([test.traces[i] for i in index], [test.extents.get(test.task_keys[i])
+                                                                          for i in index], head)
+    monkeypatch.setattr(cache, "CHUNK", 7)  # several chunks a task
+    monkeypatch.setattr("tlp.evaluation.CHUNK", 7)
+    monkeypatch.setattr(cache, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(cache.os, "cpu_count", lambda: 2)
+    np.testing.assert_allclose(head_scores(model, test, host_platform.id), one_call, rtol=1e-5)

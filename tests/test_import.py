@@ -98,24 +98,20 @@ class _FullDisk:
 
 
 def _disk_full_at(monkeypatch, name):
-    """Writes of dataset files called ``name`` (a table tail, or a segment's temporary file) fail midway."""
+    """Writes of dataset files called ``name`` (a table tail, or a segment, through its temporary file) fail
+    midway."""
     import builtins
-    import lzma
 
     from tlp.dataset import table
 
-    real_open, real_lzma_open = builtins.open, lzma.open
+    real_open = builtins.open
 
     def full_open(path, mode="r", *args, **kwargs):
         handle = real_open(path, mode, *args, **kwargs)
-        return _FullDisk(handle) if Path(path).name == name and ("a" in mode or "w" in mode) else handle
-
-    def full_lzma_open(path, mode="rb", *args, **kwargs):
-        handle = real_lzma_open(path, mode, *args, **kwargs)
-        return _FullDisk(handle) if Path(path).name.startswith(name) and "w" in mode else handle
+        written = ("a" in mode or "w" in mode) and Path(path).name in (name, name + ".tmp")
+        return _FullDisk(handle) if written else handle
 
     monkeypatch.setattr(table, "open", full_open, raising=False)
-    monkeypatch.setattr(table.lzma, "open", full_lzma_open)
 
 
 def _files(folder):

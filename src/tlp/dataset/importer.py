@@ -146,18 +146,24 @@ def _store_new_programs(dataset: Dataset, platform: Platform, records: Iterator[
         hashes_present = {pair for pair in stored.values() if pair[1]}
         del stored
         added_workloads: set[str] = set()
-        while chunk := list(itertools.islice(records, IMPORT_CHUNK)):
+        chunks = iter(lambda: list(itertools.islice(records, IMPORT_CHUNK)), [])
+        chunk = next(chunks, [])
+        replays = replayer.start(_unhashed(chunk, present))
+        while chunk:
             if any(record_target != target for _, _, record_target in chunk):
                 raise DatasetError(f"{record_file}: records of more than one target; import each target's "
                                    "records separately")
+            hashes = replays.result()
+            following = next(chunks, [])
+            # The next chunk replays in the workers while this one is stored (its programs may hold ids stored
+            # now: replaying one twice costs time, never correctness, since a hash depends only on the trace).
+            replays = replayer.start(_unhashed(following, present))
             fresh: dict[str, tuple[list[Any], MeasuredProgram]] = {}
             for workload, program, _ in chunk:
                 if program.id in present or program.id in fresh:
                     summary.already_present += 1
                 else:
                     fresh[program.id] = (workload, program)
-            unhashed = [(w, p) for w, p in fresh.values() if not p.meta.get("program_hash")]
-            hashes = dict(zip((p.id for _, p in unhashed), replayer.hashes(unhashed)))
             catalogue_entries, new_programs = [], []
             for workload, program in fresh.values():
                 phash = program.meta.get("program_hash") or hashes[program.id]
@@ -191,6 +197,7 @@ def _store_new_programs(dataset: Dataset, platform: Platform, records: Iterator[
                                       if entry[0] not in known and entry[0] not in catalogued])
             store.append(new_programs)
             summary.imported += len(new_programs)
+            chunk = following
         summary.workloads = len(added_workloads)
     with store:
         store.seal()  # a full disk here keeps every record in the plain tail; the next writer seals it
@@ -216,23 +223,45 @@ class _Replayer:
     def __exit__(self, *exc: Any) -> None:
         self._stack.__exit__(*exc)  # a stop or an error kills the workers (tlp.interrupt.process_pool)
 
-    def hashes(self, items: list[tuple[list[Any], MeasuredProgram]]) -> list[str | None]:
-        """Each ``(workload, program)``'s program hash; None where its trace does not replay."""
+    def start(self, items: list[tuple[list[Any], MeasuredProgram]]) -> "_Replays":
+        """Start replaying each ``(workload, program)``: in the workers when there are many (the caller goes on),
+        else here, at once."""
         workloads: dict[str, str] = {}  # key -> JSON text, once per workload (a workload is kilobytes of IR)
         jobs = []
         for workload, program in items:
             if str(workload[0]) not in workloads:
                 workloads[str(workload[0])] = json.dumps(workload)
             jobs.append((str(workload[0]), program.trace_json))
+        ids = [program.id for _, program in items]
         processes = os.cpu_count() or 1
         if len(jobs) < PARALLEL_REPLAYS_FROM or processes < 2:
-            return _replayed_hashes(workloads, jobs)
+            return _Replays(ids, [_replayed_hashes(workloads, jobs)])
         if self.pool is None:  # forked after the intrinsics are registered
             self.pool = self._stack.enter_context(process_pool(processes))
         size = -(-len(jobs) // (4 * processes))  # a few parts per worker: an uneven part does not hold up the rest
         parts = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-        done = self.pool.map(_replayed_hashes, [{key: workloads[key] for key, _ in part} for part in parts], parts)
-        return [phash for part in done for phash in part]
+        return _Replays(ids, [self.pool.submit(_replayed_hashes, {key: workloads[key] for key, _ in part}, part)
+                              for part in parts])
+
+
+class _Replays:
+    """Program id -> its program hash (None: the trace does not replay), once the replays are done."""
+
+    def __init__(self, ids: list[str], parts: list[Any]) -> None:
+        self.ids, self.parts = ids, parts
+
+    def result(self) -> dict[str, str | None]:
+        hashes = [phash for part in self.parts for phash in (part if isinstance(part, list) else part.result())]
+        return dict(zip(self.ids, hashes))
+
+
+def _unhashed(chunk: list[Any], present: set[str]) -> list[tuple[list[Any], MeasuredProgram]]:
+    """The chunk's programs to replay: new ids (once each) whose metadata carries no program hash."""
+    todo: dict[str, tuple[list[Any], MeasuredProgram]] = {}
+    for workload, program, _ in chunk:
+        if program.id not in present and not program.meta.get("program_hash"):
+            todo.setdefault(program.id, (workload, program))
+    return list(todo.values())
 
 
 def _replayed_hashes(workloads: dict[str, str], jobs: list[tuple[str, Any]]) -> list[str | None]:

@@ -424,7 +424,7 @@ class PlatformStore:
     def seal(self) -> list[Path]:
         """Compress the plain tails into new segments (what gets committed) and bring the index of each workload's
         fastest programs up to them (:mod:`tlp.dataset.best_programs`)."""
-        sealed = [s for s in (t.seal() for t in self.tables()) if s]
+        sealed = [segment for table in self.tables() for segment in table.seal()]
         index = None
         if self.platform.record_format == "metaschedule":
             try:

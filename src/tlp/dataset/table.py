@@ -5,9 +5,11 @@ lines) followed by a plain-text tail ``NAME`` that new lines are appended to. Re
 logical content is MetaSchedule's own line format and line numbers mean the same thing as in a single file.
 
 Why segments: measured data must be committed compressed and must never be lost. Appending to the plain tail is
-cheap and atomic per line (one write + fsync); ``seal()`` writes the tail as a new segment through a temporary file
-and an atomic rename, then empties the tail. A crash between those two steps leaves the tail's lines in both
-places; that is detected on the next open (the tail equals the newest segment) and undone.
+cheap and atomic per line (one write + fsync); ``seal()`` writes the tail as new segments (each at most
+:data:`SEGMENT_BYTES` of text, since a reader decodes a segment whole) through temporary files and atomic renames,
+then empties the tail. A journal written first tells the next writer (``repair()``) of a seal a crash cut short:
+it removes the seal's segments when the tail still holds their lines, and records them when the tail was emptied.
+(A tail equal to the newest segment, what a crash in the one-segment seal of older versions left, is undone too.)
 
 Why a manifest: a flipped byte in a committed segment must be found and named, not surface as a decompressor
 traceback. ``seal()`` records each new segment's sha256 and line count in ``NAME.sha256.json`` (committed with the
@@ -29,6 +31,7 @@ import lzma
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator
@@ -37,6 +40,9 @@ from tlp import TLPError
 
 _SEGMENT = re.compile(r"\.(\d{4,})\.xz$")
 MANIFEST_FORMAT = 1
+# Text a segment holds at most: readers decode a whole segment at once (an xz checksum is checked at its end).
+SEGMENT_BYTES = 64 << 20
+SEGMENT_PRESET = 9 | lzma.PRESET_EXTREME
 
 
 class DatasetError(TLPError, RuntimeError):
@@ -154,18 +160,17 @@ class Table:
         """Bytes of a last tail line without its newline (a write cut short by a kill), which readers leave out."""
         try:
             with open(self.tail, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                if size == 0:
-                    return 0
-                handle.seek(size - 1)
-                if handle.read(1) == b"\n":
-                    return 0
-                handle.seek(0)
-                data = handle.read()
+                size = position = handle.seek(0, os.SEEK_END)
+                while position:  # backwards a block at a time: the tail may hold gigabytes
+                    step = min(1 << 20, position)
+                    position -= step
+                    handle.seek(position)
+                    newline = handle.read(step).rfind(b"\n")
+                    if newline >= 0:
+                        return size - (position + newline + 1)
+                return size
         except FileNotFoundError:
             return 0
-        return len(data) - (data.rfind(b"\n") + 1)
 
     # ---- verification ----------------------------------------------------------------------------------------
     def check(self) -> list[SegmentCheck]:
@@ -231,27 +236,53 @@ class Table:
         actions: list[str] = []
         if not self.tail.exists():
             return actions
-        data = self.tail.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
+        partial = self.unfinished_tail()
+        if partial:
+            cut = self.tail.stat().st_size - partial
             quarantine = self.tail.with_name(f"{self.tail.name}.partial-{int(time.time())}")
-            quarantine.write_bytes(data[cut:])
             with open(self.tail, "r+b") as handle:
+                handle.seek(cut)
+                quarantine.write_bytes(handle.read())
                 handle.truncate(cut)
                 handle.flush()
                 os.fsync(handle.fileno())
-            actions.append(f"{self.tail}: moved a partial last line ({len(data) - cut} bytes) to {quarantine.name}")
-            data = data[:cut]
+            actions.append(f"{self.tail}: moved a partial last line ({partial} bytes) to {quarantine.name}")
+        if self.journal_path.exists():
+            actions.append(self._finish_or_undo_seal(self.tail.stat().st_size))
+        size = self.tail.stat().st_size
         segments = self.segments()
-        if data and segments:
+        if size and segments:
             newest = segments[-1]
             entry = self.manifest().get(newest.name)
-            if _read_segment(newest, entry).encode("utf-8") == data:
+            text = _read_segment(newest, entry).encode("utf-8")
+            if len(text) == size and self.tail.read_bytes() == text:
                 if entry is None:
                     self._record({newest.name: _entry(newest)})
                 self._truncate_tail()
                 actions.append(f"{self.tail}: tail was already sealed in {newest.name}; emptied it")
         return actions
+
+    def _finish_or_undo_seal(self, tail_bytes: int) -> str:
+        """After a kill in :meth:`seal`: an emptied tail means the seal's segments hold its lines (record any left
+        unrecorded); a full one means they are copies of lines the tail still holds (remove them: it seals again)."""
+        try:
+            first = int(json.loads(self.journal_path.read_text())["first_segment"])
+        except (ValueError, KeyError, TypeError):
+            first = None  # a kill while writing the journal: no segment was made yet
+        sealed = [s for s in self.segments() if first is not None and s.exists()
+                  and int(_SEGMENT.search(s.name).group(1)) >= first]  # type: ignore[union-attr]
+        if tail_bytes == 0:
+            manifest = self.manifest()
+            self._record({s.name: _entry(s) for s in sealed if s.name not in manifest})
+            self.journal_path.unlink()
+            return f"{self.tail}: finished a seal cut short ({len(sealed)} segments)"
+        manifest = self.manifest()
+        if any(s.name in manifest for s in sealed):
+            self._forget([s.name for s in sealed])
+        self._undo_seal(sealed)
+        for temporary in self.tail.parent.glob(self.tail.name + ".*.xz.tmp"):
+            temporary.unlink()
+        return f"{self.tail}: removed {len(sealed)} segments of a seal cut short (the tail holds their lines)"
 
     def size(self) -> int | None:
         """The tail's size in bytes (``None``: no tail yet): where :meth:`cut_back` returns to."""
@@ -283,40 +314,89 @@ class Table:
             self.cut_back(before)
             raise write_error(self.tail, error) from None
 
-    def seal(self) -> Path | None:
-        """Compress the tail into a new segment, record its checksum and empty the tail. Returns the new segment."""
-        if not self.tail.exists() or self.tail.stat().st_size == 0:
-            return None
-        data = self.tail.read_bytes()
-        data = data[: data.rfind(b"\n") + 1]  # never seal a partial line
-        if not data:
-            return None
-        segments = self.segments()
-        number = int(_SEGMENT.search(segments[-1].name).group(1)) + 1 if segments else 1  # type: ignore[union-attr]
-        segment = self.tail.with_name(f"{self.tail.name}.{number:04d}.xz")
-        temporary = segment.with_name(segment.name + ".tmp")
-        try:
-            with lzma.open(temporary, "wb", preset=9 | lzma.PRESET_EXTREME) as handle:
-                handle.write(data)
-            with open(temporary, "rb") as handle:
-                os.fsync(handle.fileno())
-        except OSError as error:  # the tail keeps every line: nothing is lost, the segment is just not made
-            temporary.unlink(missing_ok=True)
-            raise write_error(segment, error) from None
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        entry = _entry(temporary)
-        os.replace(temporary, segment)
-        # A kill here leaves the segment unrecorded (read without checksum) and the tail full: repair() finds the
-        # tail already sealed, records the entry then and empties the tail.
-        self._record({segment.name: entry})
-        self._truncate_tail()
-        return segment
+    def seal(self) -> list[Path]:
+        """Compress the tail into new segments of at most :data:`SEGMENT_BYTES` of text each (a reader decodes a
+        whole segment at once), record their checksums and empty the tail. Returns the new segments.
 
-    def _record(self, entries: dict[str, dict[str, Any]]) -> None:
+        The tail is read a segment at a time and segments are compressed on every core (xz releases the GIL), so a
+        large tail (an import of a million records) seals in bounded memory. A journal (``NAME.sealing``) written
+        first lets :meth:`repair` finish or undo a seal a kill cut short."""
+        end = self._complete_bytes()  # never seal a partial line
+        if not end:
+            return []
+        segments = self.segments()
+        first = int(_SEGMENT.search(segments[-1].name).group(1)) + 1 if segments else 1  # type: ignore[union-attr]
+        made: list[Path] = []
+        entries: dict[str, dict[str, Any]] = {}
+        try:
+            _write_durably(self.journal_path, json.dumps({"first_segment": first}))
+            workers = os.cpu_count() or 1
+            with ThreadPoolExecutor(workers) as pool:
+                pending: list[Any] = []
+                for number, piece in enumerate(self._pieces(end), start=first):
+                    segment = self.tail.with_name(f"{self.tail.name}.{number:04d}.xz")
+                    pending.append(pool.submit(_write_segment, segment, piece))
+                    made.append(segment)
+                    if len(pending) > workers:  # bounded: a few segments' text in memory
+                        entries.update([pending.pop(0).result()])
+                entries.update(future.result() for future in pending)
+        except OSError as error:  # the tail keeps every line: nothing is lost, the segments are just not made
+            self._undo_seal(made)
+            raise write_error(Path(error.filename) if error.filename else self.tail, error) from None
+        except BaseException:
+            self._undo_seal(made)
+            raise
+        # A kill from here on leaves the journal: repair() records what is unrecorded and empties the tail.
+        self._record(entries)
+        self._truncate_tail()
+        self.journal_path.unlink(missing_ok=True)
+        return made
+
+    @property
+    def journal_path(self) -> Path:
+        return self.tail.with_name(self.tail.name + ".sealing")
+
+    def _complete_bytes(self) -> int:
+        """Bytes of the tail up to its last newline."""
+        try:
+            size = self.tail.stat().st_size
+        except FileNotFoundError:
+            return 0
+        return size - self.unfinished_tail() if size else 0
+
+    def _pieces(self, end: int) -> Iterator[bytes]:
+        """The tail's first ``end`` bytes as runs of whole lines of at most SEGMENT_BYTES (a longer line alone)."""
+        with open(self.tail, "rb") as handle:
+            buffer, left = b"", end
+            while left or buffer:
+                if left and len(buffer) < SEGMENT_BYTES:
+                    data = handle.read(min(SEGMENT_BYTES - len(buffer), left))
+                    left -= len(data)
+                    buffer += data
+                cut = buffer.rfind(b"\n", 0, SEGMENT_BYTES) + 1
+                while not cut:  # one line longer than a segment: a segment of its own
+                    newline = buffer.find(b"\n")
+                    data = handle.read(min(SEGMENT_BYTES, left)) if newline < 0 else b""
+                    left -= len(data)
+                    buffer += data
+                    cut = newline + 1 if newline >= 0 else (0 if data else len(buffer))
+                yield buffer[:cut]
+                buffer = buffer[cut:]
+
+    def _undo_seal(self, made: list[Path]) -> None:
+        """Remove the segments of a seal that did not finish (the tail still holds their lines) and its journal."""
+        for segment in made:
+            segment.unlink(missing_ok=True)
+            segment.with_name(segment.name + ".tmp").unlink(missing_ok=True)
+        self.journal_path.unlink(missing_ok=True)
+
+    def _forget(self, names: list[str]) -> None:
+        """Remove manifest entries (of segments a seal cut short made)."""
+        self._record({}, forget=names)
+
+    def _record(self, entries: dict[str, dict[str, Any]], forget: Collection[str] = ()) -> None:
         """Add manifest entries atomically (temporary file + rename: a kill leaves the old or the new manifest)."""
-        segments = {**self.manifest(), **entries}
+        segments = {name: entry for name, entry in {**self.manifest(), **entries}.items() if name not in forget}
         temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         try:
             with open(temporary, "w", encoding="utf-8") as handle:
@@ -343,6 +423,33 @@ class Table:
                 out.write(line + "\n")
                 count += 1
         return count
+
+
+def _write_durably(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_segment(segment: Path, data: bytes) -> tuple[str, dict[str, Any]]:
+    """Compress ``data`` (whole lines) into ``segment`` through a temporary file; its manifest entry."""
+    temporary = segment.with_name(segment.name + ".tmp")
+    try:
+        compressed = lzma.compress(data, format=lzma.FORMAT_XZ, preset=SEGMENT_PRESET)
+        with open(temporary, "wb") as handle:
+            handle.write(compressed)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:  # a full disk: named by the segment it was writing
+        temporary.unlink(missing_ok=True)
+        raise write_error(segment, error) from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    os.replace(temporary, segment)
+    lines = _count(data.decode("utf-8", errors="replace").split("\n"))
+    return segment.name, {"sha256": hashlib.sha256(compressed).hexdigest(), "lines": lines, "bytes": len(compressed)}
 
 
 def _read_segment(path: Path, entry: dict[str, Any] | None) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 
 from tlp.dataset.store import Dataset, DatasetError
 from tlp.evaluation.bootstrap import DEFAULT_DRAWS, bootstrap_top1, format_bootstrap
+from tlp.features.cache import CHUNK, featurized_chunks
 from tlp.features.formats import record_format_of
 from tlp.features.tensors import LabeledPrograms, load_programs, pick
 from tlp.model.estimator import top_k_score
@@ -150,10 +151,18 @@ def head_scores(model: Any, test: LabeledPrograms, platform_id: str, groups: np.
     groups = test.group_ids() if groups is None else groups
     head = model.head_index(platform_id)
     scores = np.empty(len(test.traces), dtype=np.float64)
-    for group in np.unique(groups):
-        index = np.nonzero(groups == group)[0]
-        scores[index] = model.predict(pick(test.traces, index),  # packed traces are parsed one at a time
-                                      [test.extents.get(test.task_keys[i]) for i in index], head)
+    indices = [np.nonzero(groups == group)[0] for group in np.unique(groups)]
+    # Featurized in chunks that never straddle a group, in worker processes when there are many programs (the
+    # features of all test programs at once would not fit), then scored a whole group at a time.
+    parts = [(index, part) for index in indices for part in np.array_split(index, -(-len(index) // CHUNK))]
+    chunks = featurized_chunks(((pick(test.traces, part), [test.task_keys[i] for i in part]) for _, part in parts),
+                               model.featurizer, test.extents, len(test.traces))
+    done: list[np.ndarray] = []
+    for (index, part), features in zip(parts, chunks):
+        done.append(features)
+        if part[-1] == index[-1]:
+            scores[index] = model.predict_features(np.concatenate(done), head)
+            done = []
     return scores
 
 

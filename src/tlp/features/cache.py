@@ -35,7 +35,7 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -259,27 +259,31 @@ def _task_extents(dataset: Dataset, platform_ids: list[str], record_format: str,
 _worker: dict[str, Any] = {}
 
 
-def _featurize_chunk(chunk: list[tuple[Any, str]]) -> np.ndarray:
-    """Worker side: ``(trace, task key)`` -> float32 features."""
+def _featurize_chunk(chunk: tuple[Sequence[Any], list[str]]) -> np.ndarray:
+    """Worker side: ``(traces, their task keys)`` -> float32 features."""
+    traces, keys = chunk
     extents = _worker["extents"]
-    return _worker["featurizer"].transform([trace for trace, _ in chunk], [extents.get(key) for _, key in chunk])
+    return _worker["featurizer"].transform(traces, [extents.get(key) for key in keys])
 
 
-def _chunks(items: Iterator[tuple[int, Any, str]], size: int) -> Iterator[list[tuple[Any, str]]]:
-    chunk: list[tuple[Any, str]] = []
+def _chunks(items: Iterator[tuple[int, Any, str]], size: int) -> Iterator[tuple[list[Any], list[str]]]:
+    traces: list[Any] = []
+    keys: list[str] = []
     for _, trace, key in items:
-        chunk.append((trace, key))
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        traces.append(trace)
+        keys.append(key)
+        if len(traces) == size:
+            yield traces, keys
+            traces, keys = [], []
+    if traces:
+        yield traces, keys
 
 
-def _featurized_chunks(chunks: Iterator[list[tuple[Any, str]]], featurizer: Any, extents: dict[str, Any],
-                       programs: int) -> Iterator[np.ndarray]:
-    """Each chunk's features, in order: in worker processes (one per core, a bounded number of chunks in flight)
-    when there are many programs, else here."""
+def featurized_chunks(chunks: Iterable[tuple[Sequence[Any], list[str]]], featurizer: Any,
+                      extents: dict[str, Any], programs: int) -> Iterator[np.ndarray]:
+    """Each chunk's features (a chunk: traces, parsed or :class:`~tlp.features.tensors.PackedTraces`, and their
+    task keys), in order: in worker processes (one per core, a bounded number of chunks in flight) when there are
+    ``programs`` >= :data:`PARALLEL_FROM` in all, else here."""
     workers = os.cpu_count() or 1
     _worker.update(featurizer=featurizer, extents=extents)
     if programs < PARALLEL_FROM or workers < 2:
@@ -343,7 +347,7 @@ def write_featurized(dataset: Dataset, platform_ids: list[str], held_out_network
     temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=path.name, suffix=".tmp"))
     try:
         coder, shards = _Coder(), []
-        chunks = _featurized_chunks(_chunks(_traces_in_row_order(dataset, platform_ids, chosen), CHUNK), featurizer,
+        chunks = featurized_chunks(_chunks(_traces_in_row_order(dataset, platform_ids, chosen), CHUNK), featurizer,
                                     extents, programs)
         for number, start in enumerate(range(0, programs, SHARD_ROWS)):
             rows = min(SHARD_ROWS, programs - start)
