@@ -8,6 +8,8 @@ them. Stages:
 
 - import: ``tlp dataset import`` of the dataset's platform exported as a MetaSchedule work directory, into a new
   dataset (parse, replay every trace for its program hash, store, seal);
+- import_ansor: ``tlp dataset import --format ansor`` of as many synthetic Ansor records (``synthesize.py
+  --format ansor``, one file per task as TenSet's) into a new dataset;
 - info, verify: ``tlp dataset info --json`` / ``tlp dataset verify``;
 - featurize: the training features into a fresh feature cache (``tlp.features.cache.load_or_featurize``), as
   ``tlp train`` makes them;
@@ -50,7 +52,7 @@ library = ScheduleLibrary.from_dataset(Dataset(sys.argv[1]), sys.argv[2], per_wo
 print(len(library.workloads))
 """
 
-STAGES = ("import", "info", "verify", "featurize", "train", "eval", "library")
+STAGES = ("import", "import_ansor", "info", "verify", "featurize", "train", "eval", "library")
 
 
 def stage_command(stage: str, dataset: Path, platform_id: str, scratch: Path) -> list[str]:
@@ -58,6 +60,8 @@ def stage_command(stage: str, dataset: Path, platform_id: str, scratch: Path) ->
     return {
         "import": TLP_CLI + ["dataset", "import", str(scratch / "work_dir"), "--dataset", str(scratch / "imported"),
                              "--hardware", "synthetic", "-q"],
+        "import_ansor": TLP_CLI + ["dataset", "import", "--format", "ansor", str(scratch / "ansor_records"),
+                                   "--dataset", str(scratch / "imported_ansor"), "--hardware", "synthetic", "-q"],
         "info": TLP_CLI + ["dataset", "info", str(dataset), "--json"],
         "verify": TLP_CLI + ["dataset", "verify", str(dataset)],
         "featurize": python + [FEATURIZE, str(dataset), platform_id, str(scratch / "features")],
@@ -77,6 +81,12 @@ def prepare(stage: str, dataset: Path, platform_id: str, scratch: Path) -> None:
         shutil.rmtree(scratch / "imported", ignore_errors=True)
         if not (scratch / "work_dir").is_dir():
             Dataset(dataset).store(platform_id).export_database(scratch / "work_dir")
+    if stage == "import_ansor":
+        shutil.rmtree(scratch / "imported_ansor", ignore_errors=True)
+        if not (scratch / "ansor_records").is_dir():
+            from synthesize import synthesize_ansor  # pylint: disable=import-outside-toplevel
+
+            synthesize_ansor(scratch / "ansor_records", programs_of(dataset), seed=0)
     if stage == "featurize":
         shutil.rmtree(scratch / "features", ignore_errors=True)
 
