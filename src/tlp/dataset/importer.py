@@ -8,6 +8,7 @@ dataset are skipped, so re-importing a growing work directory adds only the new 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import gc
 import itertools
@@ -208,8 +209,7 @@ def _store_new_programs(dataset: Dataset, platform: Platform, records: Iterator[
 @contextlib.contextmanager
 def _no_cyclic_collection() -> Iterator[None]:
     """Python's cyclic collector off: an import parses millions of traces into lists, which reference counting
-    frees (JSON holds no cycles), and each full collection walked every live object again: 70 % of the main
-    process's time a few hundred thousand records into a 1M-record import, which slowed it down as it went."""
+    frees (JSON holds no cycles), while each full collection walks every live object again."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -250,7 +250,9 @@ class _Replayer:
         ids = [program.id for _, program in items]
         processes = os.cpu_count() or 1
         if len(jobs) < PARALLEL_REPLAYS_FROM or processes < 2:
-            return _Replays(ids, [_replayed_hashes(workloads, jobs)])
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(_replayed_hashes(workloads, jobs))
+            return _Replays(ids, [done])
         if self.pool is None:  # forked after the intrinsics are registered
             self.pool = self._stack.enter_context(process_pool(processes))
         size = -(-len(jobs) // (4 * processes))  # a few parts per worker: an uneven part does not hold up the rest
@@ -262,11 +264,11 @@ class _Replayer:
 class _Replays:
     """Program id -> its program hash (None: the trace does not replay), once the replays are done."""
 
-    def __init__(self, ids: list[str], parts: list[Any]) -> None:
+    def __init__(self, ids: list[str], parts: list[concurrent.futures.Future]) -> None:
         self.ids, self.parts = ids, parts
 
     def result(self) -> dict[str, str | None]:
-        hashes = [phash for part in self.parts for phash in (part if isinstance(part, list) else part.result())]
+        hashes = [phash for part in self.parts for phash in part.result()]
         return dict(zip(self.ids, hashes))
 
 

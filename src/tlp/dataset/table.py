@@ -278,7 +278,7 @@ class Table:
             return f"{self.tail}: finished a seal cut short ({len(sealed)} segments)"
         manifest = self.manifest()
         if any(s.name in manifest for s in sealed):
-            self._forget([s.name for s in sealed])
+            self._record({}, forget=[s.name for s in sealed])
         self._undo_seal(sealed)
         for temporary in self.tail.parent.glob(self.tail.name + ".*.xz.tmp"):
             temporary.unlink()
@@ -358,10 +358,7 @@ class Table:
 
     def _complete_bytes(self) -> int:
         """Bytes of the tail up to its last newline."""
-        try:
-            size = self.tail.stat().st_size
-        except FileNotFoundError:
-            return 0
+        size = self.size()
         return size - self.unfinished_tail() if size else 0
 
     def _pieces(self, end: int) -> Iterator[bytes]:
@@ -390,20 +387,13 @@ class Table:
             segment.with_name(segment.name + ".tmp").unlink(missing_ok=True)
         self.journal_path.unlink(missing_ok=True)
 
-    def _forget(self, names: list[str]) -> None:
-        """Remove manifest entries (of segments a seal cut short made)."""
-        self._record({}, forget=names)
-
     def _record(self, entries: dict[str, dict[str, Any]], forget: Collection[str] = ()) -> None:
         """Add manifest entries atomically (temporary file + rename: a kill leaves the old or the new manifest)."""
         segments = {name: entry for name, entry in {**self.manifest(), **entries}.items() if name not in forget}
         temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                json.dump({"format": MANIFEST_FORMAT, "segments": segments}, handle, indent=1, sort_keys=True)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_durably(temporary, json.dumps({"format": MANIFEST_FORMAT, "segments": segments}, indent=1,
+                                                 sort_keys=True) + "\n")
         except OSError as error:  # the segment stays unrecorded (read without checksum; repair() records it)
             temporary.unlink(missing_ok=True)
             raise write_error(self.manifest_path, error) from None
