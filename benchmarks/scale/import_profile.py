@@ -23,19 +23,21 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import results_dir, stamp, write_json  # pylint: disable=wrong-import-position
 
 from tlp._tvm import tvm  # pylint: disable=wrong-import-position
-from tlp.dataset import importer  # pylint: disable=wrong-import-position
+from tlp._tvm import ms, structural_hash  # pylint: disable=wrong-import-position
+from tlp.dataset import replay  # pylint: disable=wrong-import-position
+from tlp.dataset.sampler import program_hash_of  # pylint: disable=wrong-import-position
 
 
 def replay_profile(work_dir: Path, traces: int) -> dict:
     workloads = [json.dumps(json.loads(line)) for line in open(work_dir / "database_workload.json")]
     lines = itertools.islice(open(work_dir / "database_tuning_record.json"), 0, None, 50)
-    records = [(record[0], importer._with_bool_annotations(record[1][0]))  # pylint: disable=protected-access
+    records = [(record[0], replay.with_bool_annotations(record[1][0]))
                for record in (json.loads(line) for line in itertools.islice(lines, traces))]
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
     making = whole = 0.0
     for index, trace_json in records:
-        mod = importer._workload(workloads[index]).mod  # pylint: disable=protected-access
+        mod = ms.database.Workload.from_json(json.loads(workloads[index])).mod
         started = time.perf_counter()
         schedule = tvm.s_tir.Schedule(mod)
         made = time.perf_counter()
@@ -62,6 +64,31 @@ def replay_profile(work_dir: Path, traces: int) -> dict:
             "calls_per_trace": {kind: round(calls[kind] / len(records), 2) for kind in per_trace}}
 
 
+def import_replay_profile(work_dir: Path, traces: int) -> dict:
+    """The importer's replay (``tlp.dataset.replay.replayed_hash``) against TVM's literal one, on the same traces:
+    time per trace (the first pass learns each trace shape's counts, the second uses them) and whether every
+    program hash agrees."""
+    workloads = [json.dumps([str(structural_hash(ms.database.Workload.from_json(json.loads(line)).mod)),
+                             *json.loads(line)[1:]]) for line in open(work_dir / "database_workload.json")]
+    lines = itertools.islice(open(work_dir / "database_tuning_record.json"), 0, None, 50)
+    records = [(record[0], record[1][0]) for record in (json.loads(line) for line in itertools.islice(lines, traces))]
+    literal_s, passes, agree = 0.0, [0.0, 0.0], 0
+    for index, trace_json in records:
+        started = time.perf_counter()
+        schedule = tvm.s_tir.Schedule(ms.database.Workload.from_json(json.loads(workloads[index])).mod)
+        tvm.s_tir.Trace.apply_json_to_schedule(replay.with_bool_annotations(trace_json), schedule)
+        literal = program_hash_of(schedule.mod)
+        literal_s += time.perf_counter() - started
+        for number in (0, 1):
+            started = time.perf_counter()
+            phash = replay.replayed_hash(json.loads(workloads[index])[0], workloads[index], trace_json)
+            passes[number] += time.perf_counter() - started
+        agree += phash == literal
+    return {"traces": len(records), "literal_replay_ms": round(literal_s / len(records) * 1e3, 3),
+            "import_replay_first_pass_ms": round(passes[0] / len(records) * 1e3, 3),
+            "import_replay_ms": round(passes[1] / len(records) * 1e3, 3), "same_program_hash": agree}
+
+
 def xz_profile(record_file: Path) -> dict:
     data = open(record_file, "rb").read(64 << 20)
     data = data[: data.rfind(b"\n") + 1]
@@ -81,6 +108,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=results_dir(__file__) / "import_profile.json")
     args = parser.parse_args()
     result = {"replay": replay_profile(args.work_dir, args.traces),
+              "import_replay": import_replay_profile(args.work_dir, args.traces),
               "seal": xz_profile(args.work_dir / "database_tuning_record.json"), **stamp()}
     write_json(args.out, result)
     print(json.dumps(result, indent=1))

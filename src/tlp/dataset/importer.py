@@ -15,12 +15,11 @@ import itertools
 import json
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
-from tlp.dataset.sampler import program_hash_of
+from tlp._tvm import ms, register_tensor_intrinsics, structural_hash
+from tlp.dataset.replay import replayed_hash
 from tlp.dataset.store import BadRecord, Dataset, DatasetError, MeasuredProgram, ReadReport, parse_record_line
 from tlp.interrupt import process_pool
 from tlp.platform import Platform
@@ -287,7 +286,7 @@ def _replayed_hashes(workloads: dict[str, str], jobs: list[tuple[str, Any]]) -> 
     hashes: list[str | None] = []
     for key, trace_json in jobs:
         try:
-            hashes.append(_replayed_hash(workloads[key], trace_json))
+            hashes.append(replayed_hash(key, workloads[key], trace_json))
         except Exception:  # pylint: disable=broad-except  # TVM raises many error types for a bad trace
             hashes.append(None)
     return hashes
@@ -295,37 +294,7 @@ def _replayed_hashes(workloads: dict[str, str], jobs: list[tuple[str, Any]]) -> 
 
 def replayed_program_hash(workload_json: list[Any], program: MeasuredProgram) -> str:
     """The program hash (:func:`tlp.dataset.sampler.program_hash`) of a stored record: its trace replayed."""
-    return _replayed_hash(json.dumps(workload_json), program.trace_json)
-
-
-def _replayed_hash(workload_text: str, trace_json: Any) -> str:
-    # One replay of the trace on the workload (a TuningRecord from JSON replays it once to rebuild the trace and
-    # its measure candidate once more): the same IR, half the time.
-    schedule = tvm.s_tir.Schedule(_workload(workload_text).mod)
-    tvm.s_tir.Trace.apply_json_to_schedule(_with_bool_annotations(trace_json), schedule)
-    return program_hash_of(schedule.mod)
-
-
-# MetaSchedule's JSONDatabase writes the boolean value of this annotation as 1; replayed as written, the IR says
-# ``1`` where the measured candidate said ``True`` and the program hash differs from the one collection computed.
-_BOOL_ANNOTATIONS = {"meta_schedule.layout_rewrite_preproc"}
-
-
-def _with_bool_annotations(trace_json: Any) -> Any:
-    """``trace_json`` with the boolean annotations a database file turned into integers turned back."""
-    try:
-        insts, decisions = trace_json
-        fixed = [[kind, [inputs[0], bool(inputs[1])], attrs, outputs]
-                 if kind == "Annotate" and attrs and attrs[0] in _BOOL_ANNOTATIONS and type(inputs[1]) is int
-                 else [kind, inputs, attrs, outputs] for kind, inputs, attrs, outputs in insts]
-    except (TypeError, ValueError, IndexError):
-        return trace_json  # not a trace this function understands: replay it as it is
-    return [fixed, decisions]
-
-
-@lru_cache(maxsize=1024)
-def _workload(workload_text: str) -> Any:
-    return ms.database.Workload.from_json(json.loads(workload_text))
+    return replayed_hash(str(workload_json[0]), json.dumps(workload_json), program.trace_json)
 
 
 def _normalize_target(target: Any) -> dict[str, Any]:
