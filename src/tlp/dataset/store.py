@@ -88,6 +88,9 @@ class MeasuredProgram:
     run_secs: list[float] | None
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # Where iter_programs read it: the number of its line in the platform's record table (a second read of the
+    # lines finds it again without parsing the others).
+    line: int | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def id(self) -> str:  # cached: a read asks each program's id several times, and each costs a JSON dump
@@ -368,7 +371,7 @@ class PlatformStore:
         keys = self.workload_keys(report)
         metas = self.read_meta(report, skip_segments)
         seen: Counter = Counter()
-        for location, line in self.table_lines(self.records, report, skip_segments):
+        for number, (location, line) in enumerate(self.table_lines(self.records, report, skip_segments)):
             try:
                 workload_index, trace_json, run_secs, _target, args_info = parse_record_line(line)
             except BadRecord as error:
@@ -381,7 +384,7 @@ class PlatformStore:
             if key is None:
                 report.skip(location, LOST_WORKLOAD)
                 continue
-            program = MeasuredProgram(key, trace_json, args_info, run_secs)
+            program = MeasuredProgram(key, trace_json, args_info, run_secs, line=number)
             entries = metas.get(program.id, [])
             occurrence = seen[program.id]
             seen[program.id] += 1

@@ -28,6 +28,7 @@ Where: ``$TLP_CACHE_DIR/features`` (default ``~/.cache/tlp/features``), or the `
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -41,7 +42,7 @@ import numpy as np
 
 from tlp import TLPError
 from tlp.cache import cache_root
-from tlp.dataset.store import Dataset, DatasetError, ReadReport
+from tlp.dataset.store import BadRecord, Dataset, DatasetError, ReadReport, parse_record_line, trace_id
 from tlp.features.formats import FeaturizerConfig, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import (MIN_HEAD_PROGRAMS, CodedFeatures, FeaturizedPrograms, ShardFile,
                                   check_head_programs, check_shared_programs, in_networks)
@@ -140,8 +141,9 @@ def read_cache(path: Path) -> tuple[FeaturizedPrograms, dict[str, Any]]:
 class _Chosen:
     """The first read's result: which programs the cache holds (rows), their latencies and skip counts."""
 
-    rows: dict[str, int]  # program id -> row
+    rows: dict[str, int]  # program id -> row (in row order)
     owner: list[int]  # row -> the platform whose read featurizes it (the first where it is valid)
+    lines: list[int]  # row -> the number of its record line in that platform's record table
     task_keys: list[str]
     latencies: np.ndarray  # [rows, platforms]
     kind_counts: Counter
@@ -161,24 +163,26 @@ def _choose(dataset: Dataset, platform_ids: list[str], held_out_networks: list[s
         store = dataset.store(platform_id)
         report = ReadReport()
 
-        def keep(program: Any) -> tuple[float | None, str, int]:
+        def keep(program: Any) -> tuple[float | None, str, int, int]:
             if program.latency is None or not program.trace_json or not program.trace_json[0]:
-                return program.latency, program.workload_key, -1  # left out: failed, or an empty trace
-            return program.latency, program.workload_key, signatures.setdefault(featurizer.tokens(program.trace_json),
-                                                                                len(signatures))
+                return program.latency, program.workload_key, -1, program.line  # left out: failed, or an empty trace
+            tokens = signatures.setdefault(featurizer.tokens(program.trace_json), len(signatures))
+            return program.latency, program.workload_key, tokens, program.line
 
         chosen = store.latest_programs(report, keep=keep)
         skipped: Counter = Counter()
         valid = {}
-        for program_id, (latency, key, tokens) in chosen.items():
+        # In the order of their lines, which the second read walks.
+        for program_id, (latency, key, tokens, line) in sorted(chosen.items(), key=lambda item: item[1][3]):
             if latency is None:
                 skipped["failed (no latency)"] += 1
             elif tokens < 0:
                 skipped["empty trace"] += 1
             else:
-                valid[program_id] = (latency, key, tokens)
+                valid[program_id] = (latency, key, tokens, line)
+        del chosen
         skipped.update(report.skipped)
-        per_task = Counter(key for _, key, _ in valid.values())
+        per_task = Counter(key for _, key, _, _ in valid.values())
         single = {k for k, n in per_task.items() if n < 2}
         if single:
             skipped["programs of tasks with a single valid program"] += sum(per_task[k] for k in single)
@@ -188,19 +192,21 @@ def _choose(dataset: Dataset, platform_ids: list[str], held_out_networks: list[s
         per_platform.append((platform_id, valid, skipped))
     rows: dict[str, int] = {}
     owner: list[int] = []
+    lines: list[int] = []
     task_keys: list[str] = []
     tokens_of: list[int] = []
     for column, (_, valid, _) in enumerate(per_platform):
-        for program_id, (_, key, tokens) in valid.items():
+        for program_id, (_, key, tokens, line) in valid.items():
             if program_id not in rows:
                 rows[program_id] = len(task_keys)
                 owner.append(column)
+                lines.append(line)
                 task_keys.append(key)
                 tokens_of.append(tokens)
     latencies = np.full((len(rows), len(platform_ids)), np.nan)
     skipped_all: Counter = Counter()
     for column, (platform_id, valid, skipped) in enumerate(per_platform):
-        for program_id, (latency, _, _) in valid.items():
+        for program_id, (latency, _, _, _) in valid.items():
             latencies[rows[program_id], column] = latency
         skipped_all.update({f"{platform_id}: {k}": v for k, v in skipped.items()})
     if len(platform_ids) > 1:
@@ -216,25 +222,46 @@ def _choose(dataset: Dataset, platform_ids: list[str], held_out_networks: list[s
                 kind_counts[token] += count * uses[index]
             for token, count in Counter(strings).items():
                 string_counts[token] += count * uses[index]
-    return _Chosen(rows, owner, task_keys, latencies, kind_counts, string_counts, skipped_all)
+    return _Chosen(rows, owner, lines, task_keys, latencies, kind_counts, string_counts, skipped_all)
 
 
-def _traces_in_row_order(dataset: Dataset, platform_ids: list[str], chosen: _Chosen
-                         ) -> Iterator[tuple[int, Any, str]]:
-    """``(row, trace, task key)`` of every chosen program, rows in order, in a second read of the stores."""
-    next_row = 0
+def _lines_in_row_order(dataset: Dataset, platform_ids: list[str], chosen: _Chosen
+                        ) -> Iterator[tuple[str, str, str]]:
+    """``(record line, task key, program id)`` of every chosen program, rows in order, in a second read of the
+    stores' lines: this process only finds the lines (the workers parse them, see :class:`_RecordTraces`)."""
+    ids = iter(chosen.rows)  # program ids in row order
+    row, rows = 0, len(chosen.task_keys)
     for column, platform_id in enumerate(platform_ids):
-        for program in dataset.store(platform_id).iter_programs(ReadReport()):
-            row = chosen.rows.get(program.id)
-            if row is None or row < next_row or chosen.owner[row] != column:
-                continue  # not chosen, already read (a re-measurement), or another platform's read featurizes it
-            if row != next_row:
-                raise DatasetError(f"{dataset.path}/{platform_id} changed while it was read; featurize again")
-            yield row, program.trace_json, program.workload_key
-            next_row += 1
-    if next_row != len(chosen.task_keys):
-        raise DatasetError(f"{dataset.path}: {len(chosen.task_keys) - next_row} programs vanished while the dataset "
-                           "was read; featurize again")
+        store = dataset.store(platform_id)
+        for number, (_, line) in enumerate(store.table_lines(store.records, ReadReport())):
+            if row == rows or chosen.owner[row] != column:
+                break  # the rows this platform owns (a block, in the order of their lines) are all found
+            if number == chosen.lines[row]:
+                yield line, chosen.task_keys[row], next(ids)
+                row += 1
+        if row < rows and chosen.owner[row] == column:
+            raise DatasetError(f"{dataset.path}/{platform_id}: {rows - row} programs vanished while it was read; "
+                               "featurize again")
+
+
+class _RecordTraces(Sequence):
+    """A chunk's traces as their record lines, parsed when read (in the worker that featurizes them), each checked
+    against the program the first read chose there."""
+
+    def __init__(self, lines: list[str], keys: list[str], ids: list[str]) -> None:
+        self.lines, self.keys, self.ids = lines, keys, ids
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: Any) -> Any:
+        try:
+            trace = parse_record_line(self.lines[index])[1]
+        except BadRecord:
+            trace = None
+        if trace is None or trace_id(self.keys[index], trace) != self.ids[index]:
+            raise DatasetError("a platform's records changed while they were read; featurize again")
+        return trace
 
 
 def _task_extents(dataset: Dataset, platform_ids: list[str], record_format: str, keys: set[str]
@@ -266,17 +293,13 @@ def _featurize_chunk(chunk: tuple[Sequence[Any], list[str]]) -> np.ndarray:
     return _worker["featurizer"].transform(traces, [extents.get(key) for key in keys])
 
 
-def _chunks(items: Iterator[tuple[int, Any, str]], size: int) -> Iterator[tuple[list[Any], list[str]]]:
-    traces: list[Any] = []
-    keys: list[str] = []
-    for _, trace, key in items:
-        traces.append(trace)
-        keys.append(key)
-        if len(traces) == size:
-            yield traces, keys
-            traces, keys = [], []
-    if traces:
-        yield traces, keys
+def _chunks(items: Iterator[tuple[str, str, str]], size: int) -> Iterator[tuple[_RecordTraces, list[str]]]:
+    while True:
+        part = list(itertools.islice(items, size))
+        if not part:
+            return
+        lines, keys, ids = (list(column) for column in zip(*part))
+        yield _RecordTraces(lines, keys, ids), keys
 
 
 def featurized_chunks(chunks: Iterable[tuple[Sequence[Any], list[str]]], featurizer: Any,
@@ -347,7 +370,7 @@ def write_featurized(dataset: Dataset, platform_ids: list[str], held_out_network
     temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=path.name, suffix=".tmp"))
     try:
         coder, shards = _Coder(), []
-        chunks = featurized_chunks(_chunks(_traces_in_row_order(dataset, platform_ids, chosen), CHUNK), featurizer,
+        chunks = featurized_chunks(_chunks(_lines_in_row_order(dataset, platform_ids, chosen), CHUNK), featurizer,
                                     extents, programs)
         for number, start in enumerate(range(0, programs, SHARD_ROWS)):
             rows = min(SHARD_ROWS, programs - start)
