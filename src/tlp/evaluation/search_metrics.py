@@ -31,7 +31,7 @@ import numpy as np
 
 from tlp import TLPError
 from tlp._tvm import ms
-from tlp.dataset.importer import _with_bool_annotations
+from tlp.dataset.replay import with_bool_annotations
 from tlp.dataset.store import BadRecord, mean_latency, parse_record_line, trace_id
 from tlp.dataset.tuning import ORIGINS, read_origins
 from tlp.evaluation.baselines import metaschedule_predict, replay_candidates, replay_context
@@ -346,7 +346,7 @@ def pool_runs(runs: list[SearchRun], exclude: set[str] | None = None, training_t
             names.setdefault(record.workload_key, run.task_names.get(record.workload_key, record.workload_key))
             workloads.setdefault(record.workload_key, run.workloads[record.workload_key])
             raw_id = trace_id(record.workload_key, record.trace_json)
-            trace = _with_bool_annotations(record.trace_json)
+            trace = with_bool_annotations(record.trace_json)
             if raw_id in exclude or trace_id(record.workload_key, trace) in exclude:
                 skipped["in the models' training records"] += 1
                 continue
