@@ -204,3 +204,12 @@ def test_test_programs_featurized_in_workers_score_as_each_task_in_one_call(coll
     monkeypatch.setattr(cache, "PARALLEL_FROM", 1)
     monkeypatch.setattr(cache.os, "cpu_count", lambda: 2)
     np.testing.assert_allclose(head_scores(model, test, host_platform.id), one_call, rtol=1e-5)
+
+
+def test_group_rows_are_each_groups_rows_in_order():
+    from tlp.features.tensors import group_rows
+
+    groups = np.random.default_rng(0).integers(0, 40, 5000)
+    rows = group_rows(groups)
+    assert [g for g, _ in rows] == np.unique(groups).tolist()
+    assert all(np.array_equal(index, np.nonzero(groups == g)[0]) for g, index in rows)

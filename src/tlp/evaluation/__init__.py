@@ -25,7 +25,7 @@ from tlp.dataset.store import Dataset, DatasetError
 from tlp.evaluation.bootstrap import DEFAULT_DRAWS, bootstrap_top1, format_bootstrap
 from tlp.features.cache import CHUNK, featurized_chunks
 from tlp.features.formats import record_format_of
-from tlp.features.tensors import LabeledPrograms, load_programs, pick
+from tlp.features.tensors import LabeledPrograms, group_rows, load_programs, pick
 from tlp.model.estimator import top_k_score
 from tlp.platform import METASCHEDULE_FORMAT
 
@@ -34,8 +34,8 @@ def pairwise_accuracy(scores: np.ndarray, latencies: np.ndarray, groups: np.ndar
     """Share of same-task pairs with different latencies that the scores order correctly (faster = higher; a tie
     counts as wrong). Counted in O(n log n) a task, never pair by pair: a task of 10k programs has 50M pairs."""
     right = total = 0
-    for group in np.unique(groups):
-        index = np.nonzero((groups == group) & ~np.isnan(latencies))[0]
+    for _, index in group_rows(groups):
+        index = index[~np.isnan(latencies[index])]
         group_right, group_total = _ordered_pairs(np.asarray(scores, dtype=np.float64)[index], latencies[index])
         right, total = right + group_right, total + group_total
     return right / total if total else float("nan")
@@ -85,8 +85,8 @@ def pair_counts_by_ratio(scores: np.ndarray, latencies: np.ndarray, groups: np.n
     groups = np.zeros(len(scores), dtype=np.int64) if groups is None else np.asarray(groups)
     rng = np.random.default_rng(seed)
     counts = np.zeros((len(RATIO_BINS) - 1, 2), dtype=np.int64)
-    for group in np.unique(groups):
-        index = np.nonzero((groups == group) & ~np.isnan(latencies))[0]
+    for _, index in group_rows(groups):
+        index = index[~np.isnan(latencies[index])]
         if len(index) > max_per_group:
             index = np.sort(rng.choice(index, max_per_group, replace=False))
         s, lat = np.asarray(scores, dtype=np.float64)[index], latencies[index]
@@ -110,8 +110,7 @@ def accuracy_by_ratio(counts: np.ndarray) -> dict[str, Any]:
 def rank_percentiles(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Each program's rank within its task, 0 (lowest score) to 1 (highest): comparable across models."""
     out = np.zeros(len(scores))
-    for group in np.unique(groups):
-        index = np.nonzero(groups == group)[0]
+    for _, index in group_rows(groups):
         ranks = np.argsort(np.argsort(scores[index], kind="stable"), kind="stable")
         out[index] = ranks / max(1, len(index) - 1)
     return out
@@ -151,7 +150,7 @@ def head_scores(model: Any, test: LabeledPrograms, platform_id: str, groups: np.
     groups = test.group_ids() if groups is None else groups
     head = model.head_index(platform_id)
     scores = np.empty(len(test.traces), dtype=np.float64)
-    indices = [np.nonzero(groups == group)[0] for group in np.unique(groups)]
+    indices = [index for _, index in group_rows(groups)]
     # Featurized in chunks that never straddle a group, in worker processes when there are many programs (the
     # features of all test programs at once would not fit), then scored a whole group at a time.
     parts = [(index, part) for index in indices for part in np.array_split(index, -(-len(index) // CHUNK))]

@@ -272,6 +272,15 @@ def task_group_ids(task_keys: list[str]) -> np.ndarray:
     return np.array([index.setdefault(k, len(index)) for k in task_keys], dtype=np.int64)
 
 
+def group_rows(groups: np.ndarray) -> list[tuple[Any, np.ndarray]]:
+    """``(group, its rows in ascending order)`` for each distinct group, groups sorted: one sort, where a
+    ``groups == group`` per group costs groups x rows (TenSet: thousands of tasks over millions of programs)."""
+    groups = np.asarray(groups)
+    order = np.argsort(groups, kind="stable")
+    values, starts = np.unique(groups[order], return_index=True)
+    return list(zip(values.tolist(), np.split(order, starts[1:])))
+
+
 def per_task_platform_labels(latencies: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """``[N, P]`` latencies (NaN = unmeasured) -> min latency of the task on that platform / latency; NaN stays."""
     labels = np.full(latencies.shape, np.nan, dtype=np.float32)

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tlp import TLPError
-from tlp.features.tensors import FeaturizedPrograms, MultiPlatformPrograms
+from tlp.features.tensors import FeaturizedPrograms, MultiPlatformPrograms, group_rows
 from tlp.model.losses import LISTWISE_TEMPERATURES
 
 
@@ -84,11 +84,10 @@ def distillation_targets(programs: FeaturizedPrograms | MultiPlatformPrograms, t
     temperature = LISTWISE_TEMPERATURES[loss]
     labels = programs.labels().astype(np.float64)
     targets = np.full(labels.shape, np.nan)
-    groups = programs.group_ids()
+    tasks = group_rows(programs.group_ids())
     for column in range(labels.shape[1]):
         measured = ~np.isnan(programs.latencies[:, column])
-        for group in np.unique(groups):
-            rows = np.nonzero(groups == group)[0]
+        for _, rows in tasks:
             on = measured[rows]
             if alpha == 1.0:
                 rows, on = rows[on], on[on]

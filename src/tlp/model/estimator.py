@@ -21,7 +21,7 @@ from tlp import __version__
 from tlp.features.featurizer import FeatureConfig
 from tlp.features.formats import FeaturizerConfig, feature_version_of, featurizer_for_config, featurizer_from_json
 from tlp.features.tensors import (FeaturizedPrograms, FeaturizerMismatchError, LabeledPrograms,
-                                  MultiPlatformPrograms, feature_lengths)
+                                  MultiPlatformPrograms, feature_lengths, group_rows)
 from tlp.model import checkpoint, distributed
 from tlp.model.checkpoint import SINGLE_DECODER_FORMAT, SINGLE_FORMAT, CheckpointError
 from tlp.model.inference import scorer_for
@@ -142,8 +142,7 @@ def top_k_score(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarray, k
                 weights: dict[int, float] | None = None) -> float:
     """TenSet's top-k score over tasks: Σ w·best latency / Σ w·(best latency among the k top-scored programs)."""
     numerator = denominator = 0.0
-    for group in np.unique(groups):
-        index = np.nonzero(groups == group)[0]
+    for group, index in group_rows(groups):
         chosen = index[np.argsort(-scores[index], kind="stable")[:k]]
         weight = 1.0 if weights is None else weights.get(int(group), 1.0)
         numerator += weight * latencies[index].min()
@@ -158,8 +157,7 @@ def mean_task_top_k(scores: np.ndarray, latencies: np.ndarray, groups: np.ndarra
     random set of validation tasks that makes the signal jump between epochs.
     """
     values = []
-    for group in np.unique(groups):
-        index = np.nonzero(groups == group)[0]
+    for _, index in group_rows(groups):
         chosen = index[np.argsort(-scores[index], kind="stable")[:k]]
         values.append(latencies[index].min() / latencies[chosen].min())
     return float(np.mean(values)) if values else float("nan")
