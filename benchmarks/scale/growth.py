@@ -12,7 +12,7 @@ them. Stages:
   --format ansor``, one file per task as TenSet's) into a new dataset;
 - info, verify: ``tlp dataset info --json`` / ``tlp dataset verify``;
 - featurize: the training features into a fresh feature cache (``tlp.features.cache.load_or_featurize``), as
-  ``tlp train`` makes them;
+  ``tlp train`` makes them (``--platform all``: of every platform, as the shipped model's ``--platforms all``);
 - train: ``tlp train --epochs 1`` from that cache (reading it and one epoch);
 - eval: ``tlp eval --baselines none`` of the shipped model on the held-out networks' programs;
 - library: the schedule library of the platform (``ScheduleLibrary.from_dataset``), as ``tlp tune`` reads it.
@@ -40,7 +40,9 @@ from tlp.dataset.store import Dataset
 from tlp.features.cache import load_or_featurize
 from tlp.features.featurizer import FeatureConfig
 from tlp.workloads import held_out_networks
-result = load_or_featurize(Dataset(sys.argv[1]), [sys.argv[2]], held_out_networks(), FeatureConfig(), cache_dir=Path(sys.argv[3]))
+dataset = Dataset(sys.argv[1])
+platforms = dataset.platform_ids() if sys.argv[2] == "all" else [sys.argv[2]]
+result = load_or_featurize(dataset, platforms, held_out_networks(), FeatureConfig(), cache_dir=Path(sys.argv[3]))
 print(result.programs.features.shape, result.hit)
 """
 
@@ -115,7 +117,7 @@ def run_stage(stage: str, dataset: Path, platform_id: str, scratch: Path) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset", type=Path, help="a synthetic dataset (synthesize.py)")
-    parser.add_argument("--platform", default="llvm-emeraldrapids-2c-ecb6fd07")
+    parser.add_argument("--platform", default="llvm-emeraldrapids-2c-ecb6fd07", help="all: every platform (featurize)")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--label", default="now", help="what this row is (e.g. the code's state)")
     parser.add_argument("--scratch", type=Path, help="work space (default: DATASET.scratch)")
