@@ -9,8 +9,13 @@ them. Stages:
 - import: ``tlp dataset import`` of the dataset's platform exported as a MetaSchedule work directory, into a new
   dataset (parse, replay every trace for its program hash, store, seal);
 - import_ansor: ``tlp dataset import --format ansor`` of as many synthetic Ansor records (``synthesize.py
-  --format ansor``, one file per task as TenSet's) into a new dataset;
+  --format ansor``, one file per task as TenSet's) into a new dataset; ``--programs N`` makes N of them whatever
+  the dataset holds (TenSet's one CPU platform: ``growth.py /tmp/scale/tenset --stages import_ansor --programs
+  8600000``);
 - info, verify: ``tlp dataset info --json`` / ``tlp dataset verify``;
+- seal: ``PlatformStore.seal`` of the platform's records held in a plain tail (as an import or a collection leaves
+  them; copied there before the clock starts): xz segments on every core and the index of each workload's fastest
+  programs;
 - featurize: the training features into a fresh feature cache (``tlp.features.cache.load_or_featurize``), as
   ``tlp train`` makes them (``--platform all``: of every platform, as the shipped model's ``--platforms all``);
 - train: ``tlp train --epochs 1`` from that cache (reading it and one epoch);
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import TLP_CLI, results_dir, stamp, write_json  # pylint: disable=wrong-import-position
@@ -46,6 +52,15 @@ result = load_or_featurize(dataset, platforms, held_out_networks(), FeatureConfi
 print(result.programs.features.shape, result.hit)
 """
 
+SEAL = """
+import sys
+from tlp.dataset.store import Dataset
+dataset = Dataset(sys.argv[1])
+store = dataset.store(sys.argv[2])
+with store:
+    print(len(store.seal()))
+"""
+
 LIBRARY = """
 import sys
 from tlp.dataset.store import Dataset
@@ -54,7 +69,7 @@ library = ScheduleLibrary.from_dataset(Dataset(sys.argv[1]), sys.argv[2], per_wo
 print(len(library.workloads))
 """
 
-STAGES = ("import", "import_ansor", "info", "verify", "featurize", "train", "eval", "library")
+STAGES = ("import", "import_ansor", "info", "verify", "seal", "featurize", "train", "eval", "library")
 
 
 def stage_command(stage: str, dataset: Path, platform_id: str, scratch: Path) -> list[str]:
@@ -66,6 +81,7 @@ def stage_command(stage: str, dataset: Path, platform_id: str, scratch: Path) ->
                                    "--dataset", str(scratch / "imported_ansor"), "--hardware", "synthetic", "-q"],
         "info": TLP_CLI + ["dataset", "info", str(dataset), "--json"],
         "verify": TLP_CLI + ["dataset", "verify", str(dataset)],
+        "seal": python + [SEAL, str(scratch / "unsealed"), platform_id],
         "featurize": python + [FEATURIZE, str(dataset), platform_id, str(scratch / "features")],
         "train": TLP_CLI + ["train", str(dataset), "--platform", platform_id, "--epochs", "1", "-q",
                             "--out", str(scratch / "model.pt"), "--set", f"feature_cache_dir={scratch / 'features'}"],
@@ -75,7 +91,7 @@ def stage_command(stage: str, dataset: Path, platform_id: str, scratch: Path) ->
     }[stage]
 
 
-def prepare(stage: str, dataset: Path, platform_id: str, scratch: Path) -> None:
+def prepare(stage: str, dataset: Path, platform_id: str, scratch: Path, programs: int) -> None:
     """What a stage starts from, made before its clock starts."""
     from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
 
@@ -88,9 +104,31 @@ def prepare(stage: str, dataset: Path, platform_id: str, scratch: Path) -> None:
         if not (scratch / "ansor_records").is_dir():
             from synthesize import synthesize_ansor  # pylint: disable=import-outside-toplevel
 
-            synthesize_ansor(scratch / "ansor_records", programs_of(dataset), seed=0)
+            synthesize_ansor(scratch / "ansor_records", programs, seed=0)
+    if stage == "seal":
+        unsealed_copy(Dataset(dataset), platform_id, scratch / "unsealed")
     if stage == "featurize":
         shutil.rmtree(scratch / "features", ignore_errors=True)
+
+
+def unsealed_copy(source: Any, platform_id: str, out: Path, batch: int = 20_000) -> None:
+    """The platform's records appended to a new dataset at ``out`` through the store's API, left in the plain tail."""
+    from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
+
+    shutil.rmtree(out, ignore_errors=True)
+    store = source.store(platform_id)
+    target = Dataset(out)
+    destination = target.store_for(store.platform)
+    with destination:
+        for key in store.workload_index():
+            destination.add_workload(store.workload_json(key))
+        programs = []
+        for program in store.iter_programs():
+            programs.append(program)
+            if len(programs) == batch:
+                destination.append(programs)
+                programs = []
+        destination.append(programs)
 
 
 def programs_of(dataset: Path) -> int:
@@ -101,8 +139,8 @@ def programs_of(dataset: Path) -> int:
     return total
 
 
-def run_stage(stage: str, dataset: Path, platform_id: str, scratch: Path) -> dict:
-    prepare(stage, dataset, platform_id, scratch)
+def run_stage(stage: str, dataset: Path, platform_id: str, scratch: Path, programs: int) -> dict:
+    prepare(stage, dataset, platform_id, scratch, programs)
     command = stage_command(stage, dataset, platform_id, scratch)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.monotonic()
@@ -120,18 +158,19 @@ def main() -> None:
     parser.add_argument("--platform", default="llvm-emeraldrapids-2c-ecb6fd07", help="all: every platform (featurize)")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--label", default="now", help="what this row is (e.g. the code's state)")
+    parser.add_argument("--programs", type=int, help="import_ansor: records to synthesize (default: the dataset's)")
     parser.add_argument("--scratch", type=Path, help="work space (default: DATASET.scratch)")
     parser.add_argument("--out", type=Path, default=results_dir(__file__) / "growth.json")
     args = parser.parse_args()
     scratch = args.scratch or args.dataset.with_name(args.dataset.name + ".scratch")
     scratch.mkdir(parents=True, exist_ok=True)
-    programs = programs_of(args.dataset)
+    programs = args.programs or programs_of(args.dataset)
     for stage in args.stages.split(","):
         if stage not in STAGES:
             raise SystemExit(f"--stages: unknown stage {stage!r}; stages are {', '.join(STAGES)}")
         # A fresh interpreter per stage keeps each peak its own (ru_maxrss of children is the largest so far).
         row = json.loads(subprocess.run(
-            [sys.executable, __file__, "--one", stage, str(args.dataset), args.platform, str(scratch)],
+            [sys.executable, __file__, "--one", stage, str(args.dataset), args.platform, str(scratch), str(programs)],
             stdout=subprocess.PIPE, text=True, check=True).stdout)
         row = {"label": args.label, "programs": programs, **row, "code": os.environ.get("PYTHONPATH") or "this checkout",
                **stamp()}
@@ -141,7 +180,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--one":
-        print(json.dumps(run_stage(sys.argv[2], Path(sys.argv[3]), sys.argv[4], Path(sys.argv[5]))))
+    if len(sys.argv) == 7 and sys.argv[1] == "--one":
+        print(json.dumps(run_stage(sys.argv[2], Path(sys.argv[3]), sys.argv[4], Path(sys.argv[5]), int(sys.argv[6]))))
     else:
         main()
