@@ -21,7 +21,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from tlp._tvm import tvm
+from tlp._tvm import ms, tvm
 from tlp.dataset.sampler import program_hash_of
 
 SAMPLE_LOCATION = "SampleComputeLocation"
@@ -69,8 +69,6 @@ def _replayed(base: Any, trace_json: Any) -> tuple[Any, str]:
 
 @lru_cache(maxsize=256)
 def _unscheduled(workload_text: str) -> Any:
-    from tlp._tvm import ms  # pylint: disable=import-outside-toplevel
-
     return tvm.s_tir.Schedule(ms.database.Workload.from_json(json.loads(workload_text)).mod)
 
 
