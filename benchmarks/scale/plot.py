@@ -1,8 +1,9 @@
 """Seconds and peak memory of each stage against the number of programs, from ``growth.json`` (``growth.py``).
 
-    .venv/bin/python benchmarks/scale/plot.py --label now    # writes results/growth.png and prints the table
+    .venv/bin/python benchmarks/scale/plot.py --label now --label zen4   # writes results/growth.png, prints tables
 
-Rows of one label; the latest row of each (stage, programs) wins (a stage re-run after a change replaces the old).
+Rows of each label (a machine's series); the latest row of each (stage, programs) wins (a stage re-run after a
+change replaces the old).
 """
 
 from __future__ import annotations
@@ -43,22 +44,27 @@ def table(rows: dict[tuple[str, int], dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--label", default="now")
+    parser.add_argument("--label", action="append", help="a series of growth.json (repeat; default: now)")
     parser.add_argument("--results", type=Path, default=results_dir(__file__) / "growth.json")
     parser.add_argument("--out", type=Path, default=results_dir(__file__) / "growth.png")
     args = parser.parse_args()
-    rows = latest_rows(args.results, args.label)
-    print(table(rows))
+    labels = args.label or ["now"]
+    series = {label: latest_rows(args.results, label) for label in labels}
+    for label, rows in series.items():
+        print(f"{label}:\n{table(rows)}\n")
     import matplotlib  # pylint: disable=import-outside-toplevel
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
     figure, (seconds, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for stage in dict.fromkeys(stage for stage, _ in rows):
-        sizes = sorted(n for s, n in rows if s == stage)
-        seconds.plot(sizes, [rows[(stage, n)]["wall_s"] for n in sizes], marker="o", label=stage)
-        memory.plot(sizes, [rows[(stage, n)]["peak_rss_gb"] for n in sizes], marker="o", label=stage)
+    for label, rows in series.items():
+        for stage in dict.fromkeys(stage for stage, _ in rows):
+            sizes = sorted(n for s, n in rows if s == stage)
+            name = stage if len(series) == 1 else f"{stage} ({label})"
+            style = "o-" if label == labels[0] else "s--"
+            seconds.plot(sizes, [rows[(stage, n)]["wall_s"] for n in sizes], style, label=name)
+            memory.plot(sizes, [rows[(stage, n)]["peak_rss_gb"] for n in sizes], style, label=name)
     for axis, name in ((seconds, "wall seconds"), (memory, "peak resident memory, GB (largest process)")):
         axis.set_xscale("log")
         axis.set_yscale("log")
