@@ -62,8 +62,8 @@ def test_an_unknown_mcpu_or_a_missing_num_cores_is_one_line_before_anything_runs
 
 
 def _filed_under_an_older_name(collected, host_platform, tmp_path):
-    """A copy of the collection whose platform.json says it was measured on a znver4 host: today's rule names it
-    ...-on-znver4-..., but its folder has the name an older rule gave it (no -on- part)."""
+    """A copy of the collection whose platform.json says it was measured on another host CPU than the target's: today's
+    rule names it ...-on-<host>-..., but its folder has the name an older rule gave it (no -on- part)."""
     import json
     import shutil
 
@@ -71,9 +71,10 @@ def _filed_under_an_older_name(collected, host_platform, tmp_path):
     shutil.copytree(collected[0].path / host_platform.id, folder)
     shutil.copy(collected[0].path / "tasks.json", tmp_path / "old" / "tasks.json")
     meta = json.loads((folder / "platform.json").read_text())
-    meta["hardware"]["llvm_cpu"] = "znver4"
+    other_host = "icelake-server" if host_platform.target.get("mcpu") == "znver4" else "znver4"  # any host but this
+    meta["hardware"]["llvm_cpu"] = other_host
     (folder / "platform.json").write_text(json.dumps(meta))
-    assert "-on-znver4-" in Platform.from_json(meta).id and Platform.from_json(meta).id != folder.name
+    assert f"-on-{other_host}-" in Platform.from_json(meta).id and Platform.from_json(meta).id != folder.name
     return tmp_path / "old", folder.name
 
 
