@@ -423,7 +423,9 @@ def test_a_step_of_more_primitives_than_its_bound_trains_in_spans_to_the_same_gr
     unbounded, spanned, _ = first_gradients
     assert len(unbounded) == len(spanned) > 0
     for whole, in_spans in zip(unbounded, spanned):
-        assert torch.allclose(whole, in_spans, rtol=1e-4, atol=1e-7)
+        # float32 kernels round a batch of one program differently from a batch of many (AVX-512 hosts by ~1e-4 of
+        # an element): the same gradient up to rounding, measured against the tensor's size; a wrong one is off by O(1)
+        assert (whole - in_spans).norm() <= 1e-4 * whole.norm() + 1e-8, (whole - in_spans).norm() / whole.norm()
     # Under dropout a span's graph is built again with the masks its scoring pass drew: the same outputs.
     scoring = [out for with_graph, out in passes if not with_graph]
     graphed = [out for with_graph, out in passes if with_graph]
