@@ -90,6 +90,27 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
     assert any(trace_decisions(record.trace) in replayed_decisions for record in measured)
 
 
+def test_a_platform_the_dataset_lacks_draws_on_the_nearest_stored_platforms_library(collected, tmp_path,
+                                                                                      host_platform, fast_measure):
+    """Tuning for an SSE4.2 target (no platform of the collection) with the collection as library: the library is
+    the host platform's, the one stored platform, said so in the report; a first round still measures."""
+    from tlp.platform import Platform, parse_target
+    from tlp.tune.run import TuneConfig, tune
+    from tlp.tune.sources import Tunable
+    from tlp.workloads import load_tasks
+
+    dataset, _ = collected
+    sse = parse_target({"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2})
+    assert dataset.nearest_platform_id(Platform.host(sse)) == (host_platform.id, False)
+    assert dataset.nearest_platform_id(host_platform) == (host_platform.id, True)
+    config = TuneConfig(trials=2, trials_per_iter=4, first_round_trials=2, first_round_transferred=1,
+                        transfer_from=str(dataset.path), cost_model="random", population=16, compile=False,
+                        measure=fast_measure)
+    report = tune(Tunable("dense-256-sse", load_tasks(["dense_256x256x256"], sse)), sse, tmp_path / "sse", config)
+    assert report["trials"] == 2
+    assert report["transfer_library"]["platform"] == host_platform.id and not report["transfer_library"]["exact"]
+
+
 def test_a_library_needs_transferred_places(collected, host_platform):
     from tlp import TLPError
     from tlp.search.presets import resolve

@@ -37,6 +37,9 @@ def test_the_tlp_preset_is_the_tlp_models_default_and_draws_on_a_checkouts_datas
     config = _resolved([], target)
     assert (config.first_round_transferred, config.transfer_from) == (1, "datasets/tlp-cpu")
     assert resolve(TuneConfig(), target) == config
+    unheld = {"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2}  # a CPU the dataset lacks: its nearest platform's
+    assert (resolve(TuneConfig(), unheld).first_round_transferred, resolve(TuneConfig(), unheld).transfer_from) == \
+        (1, "datasets/tlp-cpu")
 
     config = _resolved(["--set", "population=64", "--set", "online_steps=0", "--set", "task_scheduler=gradient"],
                        target)

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 from tlp import interrupt
 from tlp.dataset.best_programs import preferred, update_index
 from tlp.dataset.table import Damage, DatasetError, Table, write_error
-from tlp.platform import Platform
+from tlp.platform import METASCHEDULE_FORMAT, Platform, nearest_platform
 
 # MetaSchedule marks some failed runs with a huge latency instead of null; treat those as failures too.
 FAILED_LATENCY_S = 1e9
@@ -464,6 +464,19 @@ class Dataset:
         if not self.path.exists():
             return []
         return sorted(p.name for p in self.path.iterdir() if (p / "platform.json").exists())
+
+    def nearest_platform_id(self, platform: Platform) -> tuple[str, bool] | None:
+        """``(id, exact)`` of the stored platform that stands in best for ``platform`` (its own when stored), among
+        those of its target kind with MetaSchedule traces (:func:`tlp.platform.nearest_platform`); None if none."""
+        known = {}
+        for platform_id in self.platform_ids():
+            stored = Platform.from_json(json.loads((self.path / platform_id / "platform.json").read_text()))
+            if (stored.target.get("kind") == platform.target.get("kind")
+                    and stored.record_format == METASCHEDULE_FORMAT):
+                known[platform_id] = stored.to_json()
+        if platform.id in self.platform_ids():
+            return platform.id, True
+        return nearest_platform(platform, known) if known else None
 
     def store(self, platform_id: str) -> PlatformStore:
         if not self.path.is_dir():

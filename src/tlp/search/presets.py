@@ -5,12 +5,13 @@ batch per task, the gradient task rule) with whichever cost model: how cost mode
 
 ``tlp``: the setting the whole-network searches found best for the TLP model: each task's first round is the
 model's top 2 (on a network the first round is most of a small budget), one of them the model's pick among the
-dataset's fastest programs of the task's nearest stored workloads (:mod:`tlp.search.search_strategy.library`) when
-the dataset holds this platform; batches of 8 from a population of 256 (at 2,048 the model's best is more often a
-candidate it overrates), at most 2 of one structure per batch (:mod:`tlp.search.search_strategy.diverse`), the next
-batch for the task furthest below the best throughput reached
-(:class:`tlp.search.task_scheduler.scheduler.HeadroomScheduler`), and online fine-tuning on the search's own
-measurements once a task has 3.
+dataset's fastest programs of the task's nearest stored workloads (:mod:`tlp.search.search_strategy.library`) of
+this platform, or of the nearest platform the dataset holds when it lacks this one (on a CPU no dataset holds the
+model's own picks can be far off: MobileNetV2's first rounds ended at 7.0-7.4 ms with it, 7.2-12.3 ms without);
+batches of 8 from a population of 256 (at 2,048 the model's best is more often a candidate it overrates), at most
+2 of one structure per batch (:mod:`tlp.search.search_strategy.diverse`), the next batch for the task furthest
+below the best throughput reached (:class:`tlp.search.task_scheduler.scheduler.HeadroomScheduler`), and online
+fine-tuning on the search's own measurements once a task has 3.
 
 :func:`resolve` is what ``tlp tune`` and ``tlp.tune.tune`` both call: preset, then the user's settings, then
 :func:`validate`, so a ``TuneConfig()`` from Python runs what ``tlp tune`` runs with the same settings.
@@ -52,11 +53,12 @@ def default_preset(cost_model: str) -> str:
     return "tlp" if cost_model == "tlp" else "metaschedule"
 
 
-def library_dataset(platform_id: str, path: str | Path) -> str | None:
-    """``path`` when it is a dataset holding programs of ``platform_id`` (a schedule library to draw on), else None."""
+def library_dataset(platform: Any, path: str | Path) -> str | None:
+    """``path`` when it is a dataset holding programs of ``platform`` (a :class:`tlp.platform.Platform`) or of a
+    platform of its kind to stand in for it (a schedule library to draw on), else None."""
     from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
 
-    return str(path) if Path(path, "tasks.json").is_file() and platform_id in Dataset(path).platform_ids() else None
+    return str(path) if Path(path, "tasks.json").is_file() and Dataset(path).nearest_platform_id(platform) else None
 
 
 def preset_settings(name: str, library: str | None = None) -> dict[str, Any]:
@@ -82,7 +84,7 @@ def resolve(config: Any, target_json: dict[str, Any]) -> Any:
     given = {k: getattr(config, k) for k in PRESET_OPTIONS if getattr(config, k) is not FROM_PRESET}
     library = given.get("transfer_from", FROM_PRESET)
     if library is FROM_PRESET:
-        library = library_dataset(Platform.host(parse_target(target_json)).id, DEFAULT_DATASET) if name == "tlp" \
+        library = library_dataset(Platform.host(parse_target(target_json)), DEFAULT_DATASET) if name == "tlp" \
             else None
     settings = preset_settings(name, library)
     first = given.get("first_round_trials", settings["first_round_trials"])

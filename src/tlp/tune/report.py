@@ -278,7 +278,8 @@ def format_report(report: dict[str, Any]) -> str:
              + (f", preset {report['preset']}" if report.get("preset") else "") + ")"]
     library = report.get("transfer_library")
     if library:
-        lines.append(f"schedule library: {library['dataset']} ({library['workloads']} workloads of this platform, "
+        of = "this platform" if library.get("exact", True) else f"platform {library['platform']}, the nearest held"
+        lines.append(f"schedule library: {library['dataset']} ({library['workloads']} workloads of {of}, "
                      f"read in {library['seconds']:.0f} s): one first-round place per task")
     lines.append("")
     width = max([len(t["name"]) for t in report["tasks"]] + [4])

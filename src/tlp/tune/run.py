@@ -188,13 +188,19 @@ def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
     """The dataset's schedule library for ``transfer_from`` (None without one)."""
     if not config.transfer_from:
         return None
-    from tlp.search.search_strategy.library import ScheduleLibrary  # pylint: disable=import-outside-toplevel
+    from tlp.search.search_strategy.library import LibraryError, ScheduleLibrary  # pylint: disable=C0415
 
     platform = Platform.host(parse_target(target_json))
     # "held-out" stands for the standard test networks (a benchmark on them leaves their own programs out)
     exclude = tuple(name for given in config.transfer_exclude_networks
                     for name in (held_out_networks() if given == "held-out" else [given]))
-    return ScheduleLibrary.from_dataset(Dataset(config.transfer_from), platform.id, exclude_networks=exclude)
+    dataset = Dataset(config.transfer_from)
+    # A platform the dataset does not hold draws on the nearest one it does (the fastest programs of another CPU).
+    nearest = dataset.nearest_platform_id(platform)
+    if nearest is None:
+        raise LibraryError(f"{dataset.path}: no platform of target kind {platform.target.get('kind')!r} to draw a "
+                           "schedule library from (transfer_from=none runs without one)")
+    return ScheduleLibrary.from_dataset(dataset, nearest[0], exclude_networks=exclude)
 
 
 def _search_strategy(config: TuneConfig, library: Any = None) -> Any:
@@ -366,7 +372,9 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         report["candidates_scored"] = cost_model.candidates_scored
     if remaining > 0 and library is not None:
         # reading the dataset's library happens before any batch, outside the history's clock
-        report["transfer_library"] = {"dataset": config.transfer_from, "workloads": len(library),
+        report["transfer_library"] = {"dataset": config.transfer_from, "platform": library.platform_id,
+                                      "exact": library.platform_id == Platform.host(parse_target(target_json)).id,
+                                      "workloads": len(library),
                                       "seconds": round(library_s, 1), "skipped": library.skipped}
     if added is not None:
         report["dataset"] = {"path": config.dataset, **asdict(added)}

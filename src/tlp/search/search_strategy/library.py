@@ -70,9 +70,10 @@ class ScheduleLibrary:
     """The fastest stored programs of many workloads on one platform, looked up by a task's nearest workloads."""
 
     def __init__(self, workloads: list[LibraryWorkload], target_json: dict[str, Any],
-                 skipped: dict[str, int] | None = None) -> None:
+                 skipped: dict[str, int] | None = None, platform_id: str = "") -> None:
         self.workloads = workloads
         self.target_json = target_json
+        self.platform_id = platform_id  # the stored platform whose programs these are
         self.skipped = dict(skipped or {})  # stored records left out as unreadable, by reason
 
     def __len__(self) -> int:
@@ -106,7 +107,7 @@ class ScheduleLibrary:
             outside = f" outside {', '.join(sorted(excluded))}" if excluded else ""
             raise LibraryError(f"{dataset.path}: no valid program of platform {platform_id}{outside} to build a "
                                "schedule library from")
-        return cls(workloads, store.platform.target, dict(index.skipped))
+        return cls(workloads, store.platform.target, dict(index.skipped), platform_id)
 
     def nearest(self, mod: Any, count: int) -> list[tuple[float, LibraryWorkload]]:
         """Up to ``count`` stored workloads of ``mod``'s blocks, nearest in extents first (``mod`` itself included
