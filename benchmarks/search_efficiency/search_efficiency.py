@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from tlp.dataset.measure import MeasureConfig
-from tlp.platform import host_fingerprint, host_target
+from tlp.cli.common import add_target_args, target_of
+from tlp.platform import host_fingerprint
 from tlp.search.task_scheduler.task_profile import design_space_decisions
 from tlp.tune import TuneConfig, tune
 from tlp.tune.report import curve_points
@@ -133,7 +134,15 @@ MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", on
           # per round might help. Tried on BERT-tiny (benchmarks/README.md): its first round picked worse programs
           # (the model's best among 8x the candidates is more often one it overrates) in 3.5x the wall time.
           "tlp-online-pop2048": dict(cost_model="tlp", online_steps=5, population=2048),
-          "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random")}
+          "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random"),
+          # what `tlp tune` runs by default (the tlp preset: --population and NAME:F/B sizes do not apply), the
+          # held-out networks' own programs left out of its schedule library
+          "default": dict(cost_model="tlp", transfer_exclude_networks=("held-out",)),
+          # the same with the library of the dataset's nearest platform on a platform it does not hold (the default
+          # since; before, no library there)
+          "default-nearest-library": dict(cost_model="tlp", first_round_transferred=1, transfer_from="datasets/tlp-cpu",
+                                          transfer_exclude_networks=("held-out",))}
+PRESET_MODELS = ("default", "default-nearest-library")  # run with the preset's own sizes, as `tlp tune` does
 # the library setting spread over structures (--max-per-structure 2): on a platform whose dataset holds self-play of
 # the network's training variants (the same layers at 240 / 256 px) the library's sources are those layers
 MODELS["tlp-online-lr3-warm-headroom-diverse-library"] = dict(MODELS["tlp-online-lr3-warm-headroom-library"],
@@ -164,6 +173,7 @@ def main() -> None:
     parser.add_argument("--trials-per-iter", type=int, default=32)
     parser.add_argument("--population", type=int, default=512)
     parser.add_argument("--work-dir", default="runs/bench/search")
+    add_target_args(parser)  # another mcpu emulates a CPU no dataset holds (leave_platform_out/)
     parser.add_argument("--out", default=str(results_dir(__file__) / "search_efficiency.json"))
     parser.add_argument("--tlp-model-setup-s", type=float, action="append", default=[],
                         help="seconds it took to make the --tlp-model of the same position (e.g. tlp adapt's "
@@ -202,7 +212,7 @@ def main() -> None:
                 print(_curve_table(result, points))
         write_json(out, stored)
         return
-    target = host_target()
+    target = target_of(args)
     if len(args.tlp_model_setup_s) > max(len(args.tlp_model), 1):
         parser.error("more --tlp-model-setup-s than --tlp-model")
     setup_of = dict(zip(args.tlp_model, args.tlp_model_setup_s))
@@ -239,15 +249,21 @@ def main() -> None:
             for model, base_model, first, batch, checkpoint, setup_s in variants:
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
                 settings = {"population": args.population, **MODELS[base_model]}  # a model may carry its own
-                config = TuneConfig(trials=args.trials, trials_per_iter=batch, first_round_trials=first, seed=seed,
-                                    compile=False, measure=MeasureConfig(), model_path=checkpoint, **settings)
+                if base_model not in PRESET_MODELS:
+                    settings.update(trials_per_iter=batch, first_round_trials=first)
+                else:
+                    settings.pop("population")
+                config = TuneConfig(trials=args.trials, seed=seed, compile=False, measure=MeasureConfig(),
+                                    model_path=checkpoint, **settings)
                 report = tune(tunable, target, work_dir, config)
+                resolved = report["config"]
+                batch, first = resolved["trials_per_iter"], resolved["first_round_trials"]
                 # a schedule library is read before the first batch, outside the history's clock: count it
                 setup_s += report.get("transfer_library", {}).get("seconds", 0.0)
                 points = [(t, wall + setup_s, latency)
                           for t, wall, latency in curve_points(work_dir / "history.jsonl", weights)]
                 runs.setdefault(model, []).append({"seed": seed, "setup_s": setup_s, "trials_per_iter": batch,
-                                                   "population": config.population,
+                                                   "population": resolved["population"],
                                                    "first_round_trials": first,
                                                    "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,

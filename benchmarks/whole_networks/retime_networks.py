@@ -28,12 +28,17 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import TLP_CLI, stamp, write_json  # pylint: disable=wrong-import-position
 
 
-def _retune_command(run_dir: Path, report: dict) -> list[str]:
-    """``tlp tune`` with the configuration and budget the run already has (its ``report``), so it only compiles
-    and times (the search settings as ``--set KEY=VALUE``, TuneConfig's field names)."""
+def _retune_command(run_dir: Path, report: dict, source: str | None = None) -> list[str]:
+    """``tlp tune`` with the configuration, target and budget the run already has (its ``report``), so it only
+    compiles and times (the search settings as ``--set KEY=VALUE``, TuneConfig's field names). ``source``: the file
+    a PyTorch/ONNX run tuned (its report names only the network)."""
     config = report["config"]
-    command = [*TLP_CLI, "tune", report["source"], "--cost-model", config["cost_model"],
-               "--trials", str(report["trials"]), "--seed", str(config["seed"]), "--work-dir", str(run_dir), "--json"]
+    name = report["source"].removesuffix(f"-top{config['top_tasks']}") if config.get("top_tasks") else report["source"]
+    command = [*TLP_CLI, "tune", source or name, "--cost-model", config["cost_model"],
+               "--trials", str(report["trials"]), "--seed", str(config["seed"]), "--work-dir", str(run_dir), "--json",
+               "--target", json.dumps(report["target"])]
+    if config.get("top_tasks"):
+        command += ["--top-tasks", str(config["top_tasks"])]
     for key in ("trials_per_iter", "population", "online_steps"):
         command += ["--set", f"{key}={config[key]}"]
     if config.get("model_path"):
@@ -46,6 +51,8 @@ def main() -> None:
     parser.add_argument("run_dirs", nargs="+", type=Path, help="tlp tune work directories of networks")
     parser.add_argument("--processes", type=int, default=3, help="fresh processes per run directory")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--source", help="the file (PyTorch .py or .onnx) all run directories tuned, when not a zoo "
+                                         "network")
     args = parser.parse_args()
 
     timings: dict[Path, list[dict]] = {run_dir: [] for run_dir in args.run_dirs}
@@ -53,7 +60,8 @@ def main() -> None:
     reports = {run_dir: json.loads((run_dir / "report.json").read_text()) for run_dir in args.run_dirs}
     for round_index in range(args.processes):
         for run_dir in args.run_dirs:  # alternated: drift of the machine spreads over every network
-            done = subprocess.run(_retune_command(run_dir, reports[run_dir]), capture_output=True, text=True, check=False)
+            done = subprocess.run(_retune_command(run_dir, reports[run_dir], args.source), capture_output=True,
+                                  text=True, check=False)
             if done.returncode != 0:
                 raise SystemExit(f"{run_dir}: tlp tune failed while re-timing:\n{done.stderr[-2000:]}")
             report = json.loads(done.stdout)

@@ -17,7 +17,7 @@ every model scored on the same resamples, and the interval of TLP's lead over ea
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -147,9 +147,14 @@ def head_scores(model: Any, test: LabeledPrograms, platform_id: str, groups: np.
     Scored as a search asks: one call per group (default: per task) of programs. A model may rank within a call
     (a cascade re-ranks the top of each call, :mod:`tlp.model.cascade`), so all of a task's programs in one call
     is what its ranking of that task means; a single network scores a program alike in any call."""
+    return heads_scores(model, test, [model.head_index(platform_id)], groups)[0]
+
+
+def heads_scores(model: Any, test: LabeledPrograms, heads: Sequence[int], groups: np.ndarray | None = None
+                 ) -> np.ndarray:
+    """:func:`head_scores` by each of ``heads`` (head indices), featurized once: shape (len(heads), programs)."""
     groups = test.group_ids() if groups is None else groups
-    head = model.head_index(platform_id)
-    scores = np.empty(len(test.traces), dtype=np.float64)
+    scores = np.empty((len(heads), len(test.traces)), dtype=np.float64)
     indices = [index for _, index in group_rows(groups)]
     # Featurized in chunks that never straddle a group, in worker processes when there are many programs (the
     # features of all test programs at once would not fit), then scored a whole group at a time.
@@ -160,7 +165,9 @@ def head_scores(model: Any, test: LabeledPrograms, platform_id: str, groups: np.
     for (index, part), features in zip(parts, chunks):
         done.append(features)
         if part[-1] == index[-1]:
-            scores[index] = model.predict_features(np.concatenate(done), head)
+            group_features = np.concatenate(done)
+            for row, head in enumerate(heads):
+                scores[row, index] = model.predict_features(group_features, head)
             done = []
     return scores
 
