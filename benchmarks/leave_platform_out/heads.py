@@ -3,7 +3,7 @@
 on the held-out platform's stored programs (top-1 / top-5 per network, as `tlp eval`). Nothing is measured.
 
     .venv/bin/python benchmarks/leave_platform_out/heads.py --platform llvm-haswell-2c-on-znver4-dfe2f5b7 \
-        --out benchmarks/leave_platform_out/results/heads_haswell.json
+        --networks bert_tiny,mobilenet_v2 --out benchmarks/leave_platform_out/results/heads_haswell.json
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--platform", required=True, help="a platform of the dataset the model has no head for")
     parser.add_argument("--model", default="tlp-cpu")
     parser.add_argument("--dataset", default=DEFAULT_DATASET)
+    parser.add_argument("--networks", help="comma-separated networks to score (default: every network of the "
+                                           "platform's tasks, variants sharing a task included)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
@@ -39,7 +41,8 @@ def main() -> None:
         raise SystemExit(f"--platform {args.platform}: the model has its own head for it; give a held-out platform")
     dataset = Dataset(args.dataset)
     programs = load_programs(dataset, args.platform)
-    networks = sorted({n for key in set(programs.task_keys) for n in programs.networks_of(key)})
+    networks = args.networks.split(",") if args.networks else sorted(
+        {n for key in set(programs.task_keys) for n in programs.networks_of(key)})
     wanted = Platform.from_json(json.loads((dataset.path / args.platform / "platform.json").read_text()))
     info = model.meta.get("platform_info") or {}
     nearest, _ = nearest_platform(wanted, {p: info.get(p, {}) for p in model.platforms})  # as TLPCostModel chooses

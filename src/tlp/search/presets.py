@@ -7,7 +7,7 @@ batch per task, the gradient task rule) with whichever cost model: how cost mode
 model's top 2 (on a network the first round is most of a small budget), one of them the model's pick among the
 dataset's fastest programs of the task's nearest stored workloads (:mod:`tlp.search.search_strategy.library`) of
 this platform, or of the nearest platform the dataset holds when it lacks this one (on a CPU no dataset holds the
-model's own picks can be far off: MobileNetV2's first rounds ended at 7.0-7.4 ms with it, 7.2-12.3 ms without);
+model's own picks can be far off: MobileNetV2's first rounds ended at 6.8-7.0 ms with it, 6.9-11.8 ms without);
 batches of 8 from a population of 256 (at 2,048 the model's best is more often a candidate it overrates), at most
 2 of one structure per batch (:mod:`tlp.search.search_strategy.diverse`), the next batch for the task furthest
 below the best throughput reached (:class:`tlp.search.task_scheduler.scheduler.HeadroomScheduler`), and online
