@@ -3,7 +3,8 @@
 on the held-out platform's stored programs (top-1 / top-5 per network, as `tlp eval`). Nothing is measured.
 
     .venv/bin/python benchmarks/leave_platform_out/heads.py --platform llvm-haswell-2c-on-znver4-dfe2f5b7 \
-        --networks bert_tiny,mobilenet_v2 --out benchmarks/leave_platform_out/results/heads_haswell.json
+        --dataset datasets/tlp-cpu-held-out --networks bert_tiny,mobilenet_v2 \
+        --out benchmarks/leave_platform_out/results/heads_haswell.json
 """
 
 from __future__ import annotations
