@@ -468,14 +468,15 @@ class Dataset:
     def nearest_platform_id(self, platform: Platform) -> tuple[str, bool] | None:
         """``(id, exact)`` of the stored platform that stands in best for ``platform`` (its own when stored), among
         those of its target kind with MetaSchedule traces (:func:`tlp.platform.nearest_platform`); None if none."""
+        held = self.platform_ids()
+        if platform.id in held:
+            return platform.id, True
         known = {}
-        for platform_id in self.platform_ids():
+        for platform_id in held:
             stored = Platform.from_json(json.loads((self.path / platform_id / "platform.json").read_text()))
             if (stored.target.get("kind") == platform.target.get("kind")
                     and stored.record_format == METASCHEDULE_FORMAT):
                 known[platform_id] = stored.to_json()
-        if platform.id in self.platform_ids():
-            return platform.id, True
         return nearest_platform(platform, known) if known else None
 
     def store(self, platform_id: str) -> PlatformStore:
