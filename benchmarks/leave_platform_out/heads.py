@@ -1,10 +1,11 @@
 """Which head ranks a platform the model has no head for: each head of the shipped model, the one `tlp tune` takes
-(the nearest, :func:`tlp.platform.nearest_platform`) and the mean of all heads' per-task rank percentiles, scored
-on the held-out platform's stored programs (top-1 / top-5 per network, as `tlp eval`). Nothing is measured.
+(the nearest, :func:`tlp.platform.nearest_platform`) and means of several heads (rank percentiles, raw scores,
+z-scores; all heads or those of the platform's vector ISA), scored on the held-out platform's stored programs
+(top-1 / top-5 per network, as `tlp eval`). Nothing is measured.
 
     .venv/bin/python benchmarks/leave_platform_out/heads.py --platform llvm-haswell-2c-on-znver4-dfe2f5b7 \
         --dataset datasets/tlp-cpu-held-out --networks bert_tiny,mobilenet_v2 \
-        --out benchmarks/leave_platform_out/results/heads_haswell.json
+        --out benchmarks/leave_platform_out/results/heads_haswell-on-znver4.json
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from tlp.evaluation import heads_scores, rank_percentiles, score_models
 from tlp.features.tensors import load_programs
 from tlp.model.estimator import TLPModel
 from tlp.models import model_path
-from tlp.platform import Platform, nearest_platform
+from tlp.platform import Platform, isa_family, nearest_platform
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import stamp, write_json  # pylint: disable=wrong-import-position
+
+
+def _z(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each task's scores as z-scores (a head's scale set aside)."""
+    out = np.empty_like(scores)
+    for group in np.unique(groups):
+        rows = groups == group
+        out[rows] = (scores[rows] - scores[rows].mean()) / (scores[rows].std() or 1.0)
+    return out
 
 
 def main() -> None:
@@ -50,8 +60,14 @@ def main() -> None:
     scores = heads_scores(model, programs, list(range(len(model.platforms))))
     groups = programs.group_ids()
     results = {head: score_models(programs, row, networks) for head, row in zip(model.platforms, scores)}
-    results["mean of heads"] = score_models(programs, np.mean([rank_percentiles(row, groups) for row in scores], 0),
-                                            networks)
+    family = [row for head, row in zip(model.platforms, scores)
+              if isa_family(info.get(head, {}).get("target", {})) == isa_family(wanted.target)]
+    means = {"mean of heads": [rank_percentiles(row, groups) for row in scores],  # per-task rank percentiles
+             "mean of heads (raw scores)": scores,
+             "mean of heads (per-task z-scores)": [_z(row, groups) for row in scores],
+             "mean of the same-ISA heads": [rank_percentiles(row, groups) for row in family]}
+    for name, rows in means.items():
+        results[name] = score_models(programs, np.mean(rows, 0), networks)
     write_json(args.out, {**stamp(), "platform": args.platform, "nearest_head": nearest, "networks": networks,
                           "programs": len(programs.traces), "tasks": int(len(np.unique(groups))), "heads": results})
     for head, result in sorted(results.items(), key=lambda item: -item[1]["top1"]):
