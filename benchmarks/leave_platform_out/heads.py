@@ -19,7 +19,7 @@ import numpy as np
 
 from tlp.dataset.store import DEFAULT_DATASET, Dataset
 from tlp.evaluation import heads_scores, rank_percentiles, score_models
-from tlp.features.tensors import load_programs
+from tlp.features.tensors import group_rows, load_programs
 from tlp.model.estimator import TLPModel
 from tlp.models import model_path
 from tlp.platform import Platform, isa_family, nearest_platform
@@ -31,8 +31,7 @@ from common import stamp, write_json  # pylint: disable=wrong-import-position
 def _z(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Each task's scores as z-scores (a head's scale set aside)."""
     out = np.empty_like(scores)
-    for group in np.unique(groups):
-        rows = groups == group
+    for _, rows in group_rows(groups):
         out[rows] = (scores[rows] - scores[rows].mean()) / (scores[rows].std() or 1.0)
     return out
 
