@@ -82,6 +82,25 @@ def test_pick_builds_runs_and_matches_the_default(tmp_path, host_platform, tlp_m
     assert "not measured" in manifest["what"]
 
 
+def test_timed_candidates_keep_the_fastest_of_the_best_ranked(host_platform, tlp_model):
+    from dataclasses import replace
+
+    from tlp.dataset.measure import Measurer
+
+    task = _dense_task(host_platform)
+    measurer = Measurer(host_platform.target)
+    try:
+        prediction, record = predict_schedule(task, host_platform.target, tlp_model,
+                                              replace(QUICK, timed_candidates=3), measurer)
+    finally:
+        measurer.close()
+    timed = prediction.timed_s
+    assert prediction.scheduled and record is not None and record.run_secs is None  # stored as a prediction
+    assert len(timed) == 3 and all(t is not None and t > 0 for t in timed)
+    # the pick is the fastest timed one (rank 0 of the re-ordered list), not necessarily the model's first
+    assert prediction.rank_tried == 0 and prediction.score is not None
+
+
 def test_a_task_with_nothing_to_sample_is_one_program_found_in_one_small_round(host_platform, tlp_model):
     """A layout change or an elementwise chain may leave MetaSchedule nothing to sample: each design space is one
     program. Its pick is that program, found in one round of a population of two per space, never three rounds

@@ -261,9 +261,13 @@ def _format_predicted(report: dict[str, Any]) -> list[str]:
     made = [t for t in predicted["tasks"] if t["scheduled"] and not t.get("reused")]
     reused = [t for t in predicted["tasks"] if t.get("reused")]
     failed = [t for t in predicted["tasks"] if not t["scheduled"]]
+    timed = [t for t in made if t.get("timed_s")]
+    how = (f"the fastest of TLP's {max(len(t['timed_s']) for t in timed)} best-ranked programs of an unmeasured "
+           f"search, each timed once ({len(timed)} of the tasks; the others have one program)" if timed
+           else "TLP's top-ranked program of an unmeasured search")
     lines = [f"\nzero-measurement schedules: {len(made)} task{'s' if len(made) != 1 else ''} in "
              f"{predicted['seconds']:.1f} s" + (f" ({len(reused)} reused)" if reused else "")
-             + f", TLP's top-ranked program of an unmeasured search, {predicted['what']} ({predicted['database']})"]
+             + f", {how}, {predicted['what']} ({predicted['database']})"]
     for task in failed:
         lines.append(f"  {task['task']}: TVM default kept ({task['error']})")
     return lines

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -411,7 +411,11 @@ def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a platform-mismatch warning was already shown for the search
         cost_model = TLPCostModel(model_path, target=target_json)
-    return predict_missing(tasks, best, target_json, work_dir, cost_model, config.prediction)
+    prediction = config.prediction
+    if prediction.timed_candidates is None:  # a head of another platform: time its few best picks
+        exact = cost_model.head_platform in (None, cost_model.platform.id)
+        prediction = replace(prediction, timed_candidates=0 if exact else 4)
+    return predict_missing(tasks, best, target_json, work_dir, cost_model, prediction, config.measure)
 
 
 def _predicted_summary(predictions: list[Any], work_dir: Path) -> dict[str, Any]:

@@ -5,7 +5,9 @@ unscheduled default (no parallelism, no vectorization, no tiling). Here MetaSche
 on the task's ``post-order-apply`` design spaces with the TLP cost model for one or a few rounds, and nothing is
 built or run: no results are fed back, so the search is guided by the model alone. The candidates of a round come
 out ranked by the model (``eps_greedy=0``: no random picks mixed in); the best-scored one across rounds that
-compiles is the task's *predicted* schedule.
+compiles is the task's *predicted* schedule. Where the model scores with another platform's head (a CPU no dataset
+holds) its ranking is too loose to trust one unmeasured pick: there the few best-ranked candidates are timed once
+each and the fastest is kept (``PredictionConfig.timed_candidates``).
 
 Where the picks live: a separate MetaSchedule ``JSONDatabase`` (``WORK/predicted/``) whose records carry **no**
 ``run_secs``. That is the honest form (nothing was measured) and a safety: MetaSchedule's own databases skip
@@ -24,6 +26,8 @@ from typing import Any
 
 from tlp import TLPError, interrupt, one_line
 from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
+from tlp.dataset.measure import Measurer
+from tlp.dataset.store import mean_latency
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tlp.search.database.shared_schedules import SharedScheduleDatabase
@@ -58,6 +62,10 @@ class PredictionConfig:
     seconds_per_task: float = 10.0
     build_tries: int = 4  # best-ranked candidates tried in turn until one compiles
     seed: int = 1
+    # The best-ranked candidates built and timed once each, the fastest kept (0: the top one, unmeasured). None:
+    # chosen by the run, 4 where the model scores with another platform's head: there one unmeasured pick is a
+    # draw (haswell code on an Emerald Rapids: two runs' picks of one task ran 100 and 19 us).
+    timed_candidates: int | None = None
 
 
 @dataclass
@@ -72,6 +80,7 @@ class Prediction:
     candidates_ranked: int = 0
     score: float | None = None  # the model's score of the pick (calibrated, only comparable within the task)
     rank_tried: int | None = None  # 0: the top-ranked candidate compiled; k: the k best before it failed to build
+    timed_s: list[float | None] | None = None  # each timed candidate's latency, best-ranked first (None: failed)
     error: str = ""
     reused: bool = False  # found in WORK/predicted from an earlier run: no search this time
 
@@ -128,11 +137,13 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
 
 
 def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
-                     config: PredictionConfig | None = None) -> tuple[Prediction, Any]:
+                     config: PredictionConfig | None = None, measurer: Any = None) -> tuple[Prediction, Any]:
     """The cost model's zero-measurement schedule of ``task`` and how it was found.
 
     Returns ``(prediction, record)``; ``record`` is a MetaSchedule ``TuningRecord`` without ``run_secs`` (``None``
-    when no candidate compiled). Nothing is measured: candidates are compiled (the pick must build) but never run.
+    when no candidate compiled). Candidates are compiled (the pick must build) but not run, unless
+    ``config.timed_candidates`` > 1 and a ``measurer`` (:class:`tlp.dataset.measure.Measurer`) is given: then the
+    best-ranked few are timed once and the fastest is the pick (still stored without a run time: one timing each).
     """
     config = config or PredictionConfig()
     target = tvm.target.Target(target_json)
@@ -148,6 +159,9 @@ def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
         return prediction, None
     prediction.candidates_ranked = len(ranked)
     record = None
+    if measurer is not None and (config.timed_candidates or 0) > 1 and len(ranked) > 1:
+        ranked = _fastest_first(ranked[:config.timed_candidates], measurer, prediction) + \
+            ranked[config.timed_candidates:]
     for rank, (score, schedule) in enumerate(ranked[:config.build_tries]):
         try:
             tvm.compile(schedule.mod, target=target)
@@ -162,6 +176,20 @@ def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
         prediction.error = "the search produced no candidate"
     prediction.seconds = round(time.monotonic() - started, 2)
     return prediction, record
+
+
+def _fastest_first(ranked: list[tuple[float, Any]], measurer: Any, prediction: Prediction
+                   ) -> list[tuple[float, Any]]:
+    """``ranked`` (score, schedule) re-ordered by one timing each, fastest first; those that failed last, in the
+    model's order. The timings go to ``prediction.timed_s``."""
+    # the scheduled function's own arguments: a layout rewrite pre-packs a weight into another shape
+    results, _ = measurer.measure([schedule.mod for _, schedule in ranked],
+                                  [ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True)
+                                   for _, schedule in ranked])
+    latencies = [mean_latency(r.run_secs, r.error) for r in results]
+    prediction.timed_s = latencies
+    order = sorted(range(len(ranked)), key=lambda i: (latencies[i] is None, latencies[i] or 0.0, i))
+    return [ranked[i] for i in order]
 
 
 def _prim_func(mod: Any) -> Any:
@@ -246,12 +274,13 @@ def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) 
 
 # ---- a whole tuning run ------------------------------------------------------------------------------------
 def predict_missing(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any],
-                    work_dir: str | Path, cost_model: Any, config: PredictionConfig | None = None
-                    ) -> tuple[PredictedDatabase, list[Prediction]]:
+                    work_dir: str | Path, cost_model: Any, config: PredictionConfig | None = None,
+                    measure: Any = None) -> tuple[PredictedDatabase, list[Prediction]]:
     """Predicted schedules for the tasks without a valid measured latency, stored in ``work_dir/predicted``.
 
-    A task predicted by an earlier run (same folder) is reused, not searched again. Returns the database of all
-    predicted records and one :class:`Prediction` per task that needed one.
+    A task predicted by an earlier run (same folder) is reused, not searched again. ``measure``: the
+    :class:`tlp.dataset.measure.MeasureConfig` of the timings ``config.timed_candidates`` asks for. Returns the
+    database of all predicted records and one :class:`Prediction` per task that needed one.
     """
     folder = Path(work_dir) / PREDICTED_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -260,7 +289,8 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
     existing = PredictedDatabase(folder)
     predictions: list[Prediction] = []
     try:
-        _predict_each(tasks, measured_best, target_json, folder, cost_model, config, manifest, existing, predictions)
+        _predict_each(tasks, measured_best, target_json, folder, cost_model, config, manifest, existing, predictions,
+                      measure)
     finally:  # also after a stop between tasks: the picks stored so far keep their manifest entries
         manifest["what"] = NOT_MEASURED
         manifest_path.write_text(json.dumps(manifest, indent=1))
@@ -269,23 +299,39 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
 
 def _predict_each(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any], folder: Path,
                   cost_model: Any, config: PredictionConfig | None, manifest: dict[str, Any],
-                  existing: PredictedDatabase, predictions: list[Prediction]) -> None:
-    store = None
-    for task, best in zip(tasks, measured_best):
-        interrupt.check()  # a Ctrl-C or SIGTERM requested during a task's search is taken here, between tasks
-        if best is not None:
-            continue
-        if existing.has_workload(task.mod):
-            earlier = manifest.get("tasks", {}).get(str(ms.utils.shash2hex(task.mod)), {})
-            predictions.append(Prediction(**{**earlier, "task": task.name, "seconds": 0.0, "reused": True,
-                                             "workload_hash": str(ms.utils.shash2hex(task.mod)),
-                                             "scheduled": True}))
-            continue
-        prediction, record = predict_schedule(task, target_json, cost_model, config)
-        predictions.append(prediction)
-        if record is not None:
-            store = store or ms.database.JSONDatabase(work_dir=str(folder), module_equality="structural")
-            # Re-made on the workload the JSON files index (the record's own is an equal, separate object).
-            store.commit_tuning_record(ms.database.TuningRecord(record.trace, store.commit_workload(task.mod),
-                                                                None, record.target, record.args_info))
-        manifest.setdefault("tasks", {})[prediction.workload_hash] = asdict(prediction)
+                  existing: PredictedDatabase, predictions: list[Prediction], measure: Any = None) -> None:
+    store = measurer = None
+    try:
+        for task, best in zip(tasks, measured_best):
+            if best is None and not existing.has_workload(task.mod) and measurer is None and config is not None \
+                    and (config.timed_candidates or 0) > 1:
+                measurer = Measurer(target_json, measure)  # one builder and runner for every task's timings
+            store = _predict_one(task, best, target_json, folder, cost_model, config, manifest, existing,
+                                 predictions, store, measurer)
+    finally:
+        if measurer is not None:
+            measurer.close()
+
+
+def _predict_one(task: Task, best: float | None, target_json: dict[str, Any], folder: Path, cost_model: Any,
+                 config: PredictionConfig | None, manifest: dict[str, Any], existing: PredictedDatabase,
+                 predictions: list[Prediction], store: Any, measurer: Any) -> Any:
+    """One task's prediction (none when it has a measured latency, the stored one when an earlier run made it);
+    returns the predicted database it was stored in (made on the first pick)."""
+    interrupt.check()  # a Ctrl-C or SIGTERM requested during a task's search is taken here, between tasks
+    if best is not None:
+        return store
+    if existing.has_workload(task.mod):
+        earlier = manifest.get("tasks", {}).get(str(ms.utils.shash2hex(task.mod)), {})
+        predictions.append(Prediction(**{**earlier, "task": task.name, "seconds": 0.0, "reused": True,
+                                         "workload_hash": str(ms.utils.shash2hex(task.mod)), "scheduled": True}))
+        return store
+    prediction, record = predict_schedule(task, target_json, cost_model, config, measurer)
+    predictions.append(prediction)
+    if record is not None:
+        store = store or ms.database.JSONDatabase(work_dir=str(folder), module_equality="structural")
+        # Re-made on the workload the JSON files index (the record's own is an equal, separate object).
+        store.commit_tuning_record(ms.database.TuningRecord(record.trace, store.commit_workload(task.mod),
+                                                            None, record.target, record.args_info))
+    manifest.setdefault("tasks", {})[prediction.workload_hash] = asdict(prediction)
+    return store
