@@ -26,7 +26,7 @@ from typing import Any
 
 from tlp import TLPError, interrupt, one_line
 from tlp._tvm import ms, register_tensor_intrinsics, structural_hash, tvm
-from tlp.dataset.measure import Measurer
+from tlp.dataset.measure import MeasureConfig, Measurer
 from tlp.dataset.store import mean_latency
 import tvm_ffi
 from tvm.ir.utils import derived_object
@@ -64,7 +64,7 @@ class PredictionConfig:
     seed: int = 1
     # The best-ranked candidates built and timed once each, the fastest kept (0: the top one, unmeasured). None:
     # chosen by the run, 4 where the model scores with another platform's head: there one unmeasured pick is a
-    # draw (haswell code on an Emerald Rapids: two runs' picks of one task ran 100 and 19 us).
+    # draw (two runs' picks of one task ran 124 and 23 us: benchmarks/leave_platform_out/).
     timed_candidates: int | None = None
 
 
@@ -137,7 +137,8 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
 
 
 def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
-                     config: PredictionConfig | None = None, measurer: Any = None) -> tuple[Prediction, Any]:
+                     config: PredictionConfig | None = None, measurer: Measurer | None = None
+                     ) -> tuple[Prediction, Any]:
     """The cost model's zero-measurement schedule of ``task`` and how it was found.
 
     Returns ``(prediction, record)``; ``record`` is a MetaSchedule ``TuningRecord`` without ``run_secs`` (``None``
@@ -178,7 +179,7 @@ def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
     return prediction, record
 
 
-def _fastest_first(ranked: list[tuple[float, Any]], measurer: Any, prediction: Prediction
+def _fastest_first(ranked: list[tuple[float, Any]], measurer: Measurer, prediction: Prediction
                    ) -> list[tuple[float, Any]]:
     """``ranked`` (score, schedule) re-ordered by one timing each, fastest first; those that failed last, in the
     model's order. The timings go to ``prediction.timed_s``."""
@@ -275,11 +276,11 @@ def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) 
 # ---- a whole tuning run ------------------------------------------------------------------------------------
 def predict_missing(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any],
                     work_dir: str | Path, cost_model: Any, config: PredictionConfig | None = None,
-                    measure: Any = None) -> tuple[PredictedDatabase, list[Prediction]]:
+                    measure: MeasureConfig | None = None) -> tuple[PredictedDatabase, list[Prediction]]:
     """Predicted schedules for the tasks without a valid measured latency, stored in ``work_dir/predicted``.
 
-    A task predicted by an earlier run (same folder) is reused, not searched again. ``measure``: the
-    :class:`tlp.dataset.measure.MeasureConfig` of the timings ``config.timed_candidates`` asks for. Returns the
+    A task predicted by an earlier run (same folder) is reused, not searched again. ``measure``: how the timings
+    ``config.timed_candidates`` asks for are made. Returns the
     database of all predicted records and one :class:`Prediction` per task that needed one.
     """
     folder = Path(work_dir) / PREDICTED_DIR
@@ -299,7 +300,8 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
 
 def _predict_each(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any], folder: Path,
                   cost_model: Any, config: PredictionConfig | None, manifest: dict[str, Any],
-                  existing: PredictedDatabase, predictions: list[Prediction], measure: Any = None) -> None:
+                  existing: PredictedDatabase, predictions: list[Prediction],
+                  measure: MeasureConfig | None = None) -> None:
     store = measurer = None
     try:
         for task, best in zip(tasks, measured_best):
@@ -315,7 +317,7 @@ def _predict_each(tasks: list[Task], measured_best: list[float | None], target_j
 
 def _predict_one(task: Task, best: float | None, target_json: dict[str, Any], folder: Path, cost_model: Any,
                  config: PredictionConfig | None, manifest: dict[str, Any], existing: PredictedDatabase,
-                 predictions: list[Prediction], store: Any, measurer: Any) -> Any:
+                 predictions: list[Prediction], store: Any, measurer: Measurer | None) -> Any:
     """One task's prediction (none when it has a measured latency, the stored one when an earlier run made it);
     returns the predicted database it was stored in (made on the first pick)."""
     interrupt.check()  # a Ctrl-C or SIGTERM requested during a task's search is taken here, between tasks
