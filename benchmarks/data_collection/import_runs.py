@@ -11,6 +11,7 @@ refused, named, and left for a re-run), the same way ``tlp tune --dataset`` does
 
     .venv/bin/python benchmarks/data_collection/import_runs.py runs/bench/unseen runs/bench/realistic   # measured here
     .venv/bin/python benchmarks/data_collection/import_runs.py runs/bench/search --platform llvm-znver3-2c-1ceb2015
+    .venv/bin/python benchmarks/data_collection/import_runs.py runs/lfo-H/mixer --source models/mixer.py  # a .py model
 
 Runs measured while the machine was loaded should not be imported (their latencies are inflated): keep them out
 of the roots given here.
@@ -33,9 +34,11 @@ def work_dirs(root: Path) -> list[Path]:
                   if p.parent.name != "predicted" and p.stat().st_size > 0)
 
 
-def workload_of(work_dir: Path, root: Path) -> tuple[str, int]:
-    """``(workload, top tasks)`` from the folder layout: ``<root>/<workload>[-topN]/<model>-seedN``, or a
-    ``report.json`` naming its source."""
+def workload_of(work_dir: Path, root: Path, source: str | None = None) -> tuple[str, int]:
+    """``(workload, top tasks)``: ``source`` when given, else from the folder layout
+    ``<root>/<workload>[-topN]/<model>-seedN``, or a ``report.json`` naming its source."""
+    if source:
+        return source, 0
     report = work_dir / "report.json"
     name = json.loads(report.read_text()).get("source") if report.exists() else None
     name = name or (work_dir.parent.name if work_dir.parent != root else work_dir.name)
@@ -48,13 +51,15 @@ def main() -> None:
     parser.add_argument("roots", nargs="+", type=Path)
     parser.add_argument("--dataset", default="datasets/tlp-cpu")
     parser.add_argument("--platform", help="a platform of the dataset that measured the runs (default: this machine)")
+    # a report names a .py model by its stem, which does not resolve: give the file
+    parser.add_argument("--source", help="the workload every run under the roots tuned (a zoo name or a .py file)")
     args = parser.parse_args()
     dataset = Dataset(args.dataset)
     platform = dataset.store(args.platform).platform if args.platform else None
     totals = {"imported": 0, "already_present": 0, "runs": 0, "skipped": 0, "refused": 0}
     for root in args.roots:
         for work_dir in work_dirs(root):
-            workload, top = workload_of(work_dir, root)
+            workload, top = workload_of(work_dir, root, args.source)
             try:
                 tasks = tuned_tasks(workload, work_dir, top)
             except SourceError as error:
