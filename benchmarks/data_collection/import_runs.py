@@ -69,7 +69,8 @@ def main() -> None:
                 totals["refused"] += 1
                 continue
             # platform None: this machine (add_tuning_run's default, as --measured-here)
-            summary = add_tuning_run(dataset, work_dir, platform, tasks, workload)
+            network = Path(workload.split(":", 1)[0]).stem if ".py" in workload or ".onnx" in workload else workload
+            summary = add_tuning_run(dataset, work_dir, platform, tasks, network)  # a model file: its stem names it
             totals["runs"] += 1
             totals["imported"] += summary.imported
             totals["already_present"] += summary.already_present
