@@ -1,7 +1,8 @@
 """Which of a task's decisions the model reads: per task of the given networks on one platform, the head's pairwise
 accuracy on the task's programs, the rows its traces take as the model lays them out, and the share of its
 sampled decisions (tile sizes, categorical picks) that fall past the cascade's first-stage crop (it ranks every
-candidate) and past the second stage's (it re-orders the top). Nothing is measured.
+candidate) and past the second stage's (it re-orders the top), and each stage's own pairwise accuracy. Nothing is
+measured.
 
     .venv/bin/python benchmarks/leave_family_out/crop_rows.py --dataset datasets/tlp-cpu-held-out \\
         --platform llvm-emeraldrapids-2c-ecb6fd07 --networks se_mbconv,conv_transpose \\
@@ -57,6 +58,9 @@ def main() -> None:
     networks = args.networks.split(",")
     _, test = load_programs(Dataset(args.dataset), args.platform, set(networks)).split_by_network(set(networks))
     scores = head_scores(model, test, args.platform)
+    # a cascade's stages alone too: does the stage that reads past the first one's crop rank these tasks better?
+    stages = {name: head_scores(getattr(model, name), test, args.platform)
+              for name in ("first", "second") if hasattr(model, name)}
     groups = test.group_ids()
     compact = model.featurizer.config.compact
     first = getattr(model, "first", model).featurizer.config.seq_len
@@ -71,6 +75,9 @@ def main() -> None:
         tasks.append({
             "task": entry.get("name", key), "networks": sorted(entry.get("networks", {})), "programs": len(index),
             "pairwise": pairwise_accuracy(scores[index], test.latencies[index], np.zeros(len(index), dtype=int)),
+            **{f"pairwise_{name}_stage": pairwise_accuracy(stage[index], test.latencies[index],
+                                                           np.zeros(len(index), dtype=int))
+               for name, stage in stages.items()},
             "rows_median": statistics.median(rows for rows, _ in laid_out),
             "decisions_past_first_crop": sum(row >= first for row in decisions) / max(len(decisions), 1),
             "decisions_past_second_crop": sum(row >= second for row in decisions) / max(len(decisions), 1),
