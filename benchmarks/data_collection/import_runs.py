@@ -69,7 +69,8 @@ def main() -> None:
                 totals["refused"] += 1
                 continue
             # platform None: this machine (add_tuning_run's default, as --measured-here)
-            network = Path(workload.split(":", 1)[0]).stem if ".py" in workload or ".onnx" in workload else workload
+            path_part = workload.split(":", 1)[0]
+            network = Path(path_part).stem if path_part.endswith((".py", ".onnx")) else workload
             summary = add_tuning_run(dataset, work_dir, platform, tasks, network)  # a model file: its stem names it
             totals["runs"] += 1
             totals["imported"] += summary.imported
