@@ -139,6 +139,17 @@ def test_tune_an_operator_writes_database_kernel_curve_and_resumes(tmp_path, tin
     assert searched > json.loads(first.stdout)["search_wall_s"] > 0
 
 
+def test_the_python_api_takes_a_plain_target_dict_as_tlp_tune_takes_its_json(tmp_path, tiny_checkpoint, host_platform):
+    from tlp.platform import host_cpu_name
+    from tlp.tune import TuneConfig, tune
+
+    plain = {"kind": "llvm", "mcpu": host_cpu_name(), "num-cores": host_platform.target["num-cores"]}
+    report = tune("softmax_1x1000", plain, tmp_path / "w", TuneConfig(
+        trials=2, model_path=str(tiny_checkpoint), trials_per_iter=2, population=16, compile=False))
+    # the same platform as `tlp tune --target` (TVM's exported form: keys, tag), not one of the dict's own hash
+    assert report["cost_model_head"]["tuning_platform"] == host_platform.id
+
+
 def test_history_wall_time_adds_up_over_resumed_runs(tmp_path):
     from tlp.tune.report import history_entries  # pylint: disable=import-outside-toplevel
     lines = [{"trials": 8, "wall_s": 13.3, "run": "a"}, {"trials": 16, "wall_s": 13.4, "run": "b"},

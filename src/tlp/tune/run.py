@@ -190,7 +190,7 @@ def _schedule_library(config: TuneConfig, target_json: dict[str, Any]) -> Any:
         return None
     from tlp.search.search_strategy.library import LibraryError, ScheduleLibrary  # pylint: disable=C0415
 
-    platform = Platform.host(parse_target(target_json))
+    platform = Platform.host(target_json)
     # "held-out" stands for the standard test networks (a benchmark on them leaves their own programs out)
     exclude = tuple(name for given in config.transfer_exclude_networks
                     for name in (held_out_networks() if given == "held-out" else [given]))
@@ -242,6 +242,8 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     Settings resolve as ``tlp tune``'s do: the preset, then ``config``'s own (:func:`tlp.search.presets.resolve`)."""
     started = time.monotonic()
     stages = Stages()
+    # TVM's exported form (keys, tag, defaults): the platform id of a raw dict and of `tlp tune`'s target must agree
+    target_json = parse_target(target_json)
     config = resolve_settings(config or TuneConfig(), target_json)  # before anything is imported, built or measured
     check_runs_here(target_json)  # a CUDA target without a GPU or nvcc, an ISA this CPU lacks: one line, now
     # Outside the search too, TVM's C++ calls Python (graph rewrites, passes, the cost model in the zero-measurement
@@ -329,7 +331,7 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
                 measurer.close()
     added = None
     if config.dataset:  # also after an interruption, and before compiling (minutes): what was measured is kept
-        platform = Platform.host(parse_target(target_json))
+        platform = Platform.host(target_json)
         try:
             with interrupt.deferred(), stages.timed("dataset"):  # a stop while writing lets it finish and seal
                 added = add_tuning_run(Dataset(config.dataset), work_dir, platform, tunable.tasks,
@@ -373,7 +375,7 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     if remaining > 0 and library is not None:
         # reading the dataset's library happens before any batch, outside the history's clock
         report["transfer_library"] = {"dataset": config.transfer_from, "platform": library.platform_id,
-                                      "exact": library.platform_id == Platform.host(parse_target(target_json)).id,
+                                      "exact": library.platform_id == Platform.host(target_json).id,
                                       "workloads": len(library),
                                       "seconds": round(library_s, 1), "skipped": library.skipped}
     if added is not None:
