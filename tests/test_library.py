@@ -90,6 +90,27 @@ def test_tuning_with_a_library_measures_its_replayed_program_in_the_first_round(
     assert any(trace_decisions(record.trace) in replayed_decisions for record in measured)
 
 
+def test_a_first_round_the_library_fills_is_its_replayed_programs_without_a_search(collected, tmp_path, host_platform,
+                                                                                  dense_256, fast_measure):
+    """``first_round_transferred`` = ``first_round_trials``: every first-round place is a replayed program (the
+    evolutionary search runs from the second batch on)."""
+    from tlp.tune.sources import Tunable
+    from tlp.tune.run import TuneConfig, tune
+
+    dataset, _ = collected
+    work_dir = tmp_path / "library"
+    config = TuneConfig(trials=2, trials_per_iter=4, first_round_trials=2, first_round_transferred=2,
+                        transfer_from=str(dataset.path), population=16, compile=False, measure=fast_measure)
+    report = tune(Tunable("dense-256", [dense_256]), host_platform.target, work_dir, config)
+    assert report["trials"] == 2
+    measured = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural").get_all_tuning_records()
+    library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
+    replayed = replayed_candidates(library.records_for(dense_256.mod), tune_context(dense_256, host_platform.target))
+    replayed_decisions = [trace_decisions(c.sch.trace) for c in replayed]
+    assert len(measured) == 2 and all(trace_decisions(r.trace) in replayed_decisions for r in measured)
+    assert report["candidates_scored"] == len(replayed)  # the library's programs only: no population was drawn
+
+
 def test_a_platform_the_dataset_lacks_draws_on_the_nearest_stored_platforms_library(collected, tmp_path,
                                                                                       host_platform, fast_measure):
     """Tuning for an SSE4.2 target (no platform of the collection) with the collection as library: the library is

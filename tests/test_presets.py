@@ -35,11 +35,13 @@ def test_the_tlp_preset_is_the_tlp_models_default_and_draws_on_a_checkouts_datas
     (tmp_path / "datasets").mkdir()
     (tmp_path / "datasets" / "tlp-cpu").symlink_to(dataset.path)  # a checkout's dataset holding this platform
     config = _resolved([], target)
-    assert (config.first_round_transferred, config.transfer_from) == (1, "datasets/tlp-cpu")
+    assert (config.first_round_transferred, config.transfer_from) == (2, "datasets/tlp-cpu")  # the whole round
     assert resolve(TuneConfig(), target) == config
     unheld = {"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2}  # a CPU the dataset lacks: its nearest platform's
     assert (resolve(TuneConfig(), unheld).first_round_transferred, resolve(TuneConfig(), unheld).transfer_from) == \
-        (1, "datasets/tlp-cpu")
+        (1, "datasets/tlp-cpu")  # another CPU's programs: one place, beside the model's pick
+    assert _resolved(["--set", "first_round_trials=1"], target).first_round_transferred == 1  # a round of one
+    assert _resolved(["--set", "first_round_trials=4"], target).first_round_transferred == 2  # 2 of 4: 2 evolved
 
     config = _resolved(["--set", "population=64", "--set", "online_steps=0", "--set", "task_scheduler=gradient"],
                        target)
@@ -95,7 +97,8 @@ def test_tune_with_the_default_preset_measures_a_library_program_and_says_so(col
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["preset"] == "tlp" and report["trials"] == 3
-    assert report["config"]["trials_per_iter"] == 8 and report["config"]["first_round_transferred"] == 1
+    assert report["config"]["trials_per_iter"] == 8 and report["config"]["first_round_transferred"] == 2
     assert report["transfer_library"]["dataset"] == "datasets/tlp-cpu" and report["transfer_library"]["workloads"] == 2
     text = format_report(report)
     assert "preset tlp" in text and "schedule library: datasets/tlp-cpu (2 workloads" in text
+    assert "): 2 first-round places per task" in text

@@ -29,7 +29,7 @@ TOLERANCE = 1e-4  # the scores of the shipped model are O(10-100); float roundin
 @pytest.fixture(scope="module")
 def batches(tiny_tasks, host_platform):
     """Real candidates of both tiny tasks (traces of different lengths), as a search hands them over."""
-    return [(task, CandidateSampler(task, host_platform.target).random(24, seed=11)) for task in tiny_tasks]
+    return [(task, CandidateSampler(task, host_platform.target).random(32, seed=11)) for task in tiny_tasks]
 
 
 def _straightforward_scores(model: TLPModel, task, batch, head: int = 0) -> np.ndarray:

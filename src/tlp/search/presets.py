@@ -3,13 +3,15 @@
 ``metaschedule``: MetaSchedule's own search (batches of 32 from an evolutionary population of 2,048, a full first
 batch per task, the gradient task rule) with whichever cost model: how cost models are compared at equal terms.
 
-``tlp``: the setting the whole-network searches found best for the TLP model: each task's first round is the
-model's top 2 (on a network the first round is most of a small budget), one of them the model's pick among the
-dataset's fastest programs of the task's nearest stored workloads (:mod:`tlp.search.search_strategy.library`) of
-this platform, or of the nearest platform the dataset holds when it lacks this one (on a CPU no dataset holds the
-model's own picks can be far off: MobileNetV2's first rounds ended at 6.8-7.0 ms with it, 6.9-11.8 ms without);
-batches of 8 from a population of 256 (at 2,048 the model's best is more often a candidate it overrates), at most
-2 of one structure per batch (:mod:`tlp.search.search_strategy.diverse`), the next batch for the task furthest
+``tlp``: the setting the whole-network searches found best for the TLP model: each task's first round is 2
+programs (on a network the first round is most of a small budget), the model's best among the dataset's fastest
+programs of the task's nearest stored workloads (:mod:`tlp.search.search_strategy.library`). Of this platform,
+they fill the round: a model's pick among random programs costs a full evolutionary search (4 s a task, most of
+MobileNetV2's wall) and was slower than the library's. Of the nearest platform the dataset holds, when it lacks this
+one, they take one place beside the model's pick (the model alone can be far off there, MobileNetV2's first rounds
+at 6.9-11.8 ms against 6.8-7.0 ms; the library alone ended 7-9 % above XGBoost's final). Then batches of 8 from a
+population of 256 (at 2,048 the model's best is more often a candidate it overrates), at most 2 of one structure per
+batch (:mod:`tlp.search.search_strategy.diverse`), the next batch for the task furthest
 below the best throughput reached (:class:`tlp.search.task_scheduler.scheduler.HeadroomScheduler`), and online
 fine-tuning on the search's own measurements once a task has 3.
 
@@ -53,22 +55,25 @@ def default_preset(cost_model: str) -> str:
     return "tlp" if cost_model == "tlp" else "metaschedule"
 
 
-def library_dataset(platform: Any, path: str | Path) -> str | None:
-    """``path`` when it is a dataset holding programs of ``platform`` (a :class:`tlp.platform.Platform`) or of a
-    platform of its kind to stand in for it (a schedule library to draw on), else None."""
+def library_dataset(platform: Any, path: str | Path) -> tuple[str, bool] | None:
+    """``(path, exact)`` when ``path`` is a dataset holding programs of ``platform`` (a
+    :class:`tlp.platform.Platform`; ``exact``) or of a platform of its kind to stand in for it (a schedule library to
+    draw on), else None."""
     from tlp.dataset.store import Dataset  # pylint: disable=import-outside-toplevel
 
-    return str(path) if Path(path, "tasks.json").is_file() and Dataset(path).nearest_platform_id(platform) else None
+    held = Dataset(path).nearest_platform_id(platform) if Path(path, "tasks.json").is_file() else None
+    return (str(path), held[1]) if held else None
 
 
-def preset_settings(name: str, library: str | None = None) -> dict[str, Any]:
-    """The TuneConfig fields preset ``name`` sets. ``library``: a dataset for the ``tlp`` preset's library place in
-    each first round (None: both first-round places are the model's own picks)."""
+def preset_settings(name: str, library: str | None = None, exact: bool = True) -> dict[str, Any]:
+    """The TuneConfig fields preset ``name`` sets. ``library``: a dataset for the ``tlp`` preset's first rounds, of
+    this platform (``exact``: its programs fill the round) or the nearest one (one place beside the model's pick);
+    None: the model's own picks."""
     if name not in PRESETS:
         raise TLPError(f"no tuning preset {name!r} (presets: {', '.join(sorted(PRESETS))})")
     settings = dict(PRESETS[name])
     if name == "tlp" and library:
-        settings.update(first_round_transferred=1, transfer_from=library)
+        settings.update(first_round_transferred=settings["first_round_trials"] if exact else 1, transfer_from=library)
     return settings
 
 
@@ -82,17 +87,19 @@ def resolve(config: Any, target_json: dict[str, Any]) -> Any:
         raise TLPError(f"unknown cost model {config.cost_model!r}; choose one of {', '.join(COST_MODELS)}")
     name = config.preset or default_preset(config.cost_model)
     given = {k: getattr(config, k) for k in PRESET_OPTIONS if getattr(config, k) is not FROM_PRESET}
-    library = given.get("transfer_from", FROM_PRESET)
+    library, exact = given.get("transfer_from", FROM_PRESET), True
     if library is FROM_PRESET:
-        library = library_dataset(Platform.host(parse_target(target_json)), DEFAULT_DATASET) if name == "tlp" \
-            else None
-    settings = preset_settings(name, library)
+        found = library_dataset(Platform.host(parse_target(target_json)), DEFAULT_DATASET) if name == "tlp" else None
+        library, exact = found or (None, True)
+    settings = preset_settings(name, library, exact)
     first = given.get("first_round_trials", settings["first_round_trials"])
     batch = given.get("trials_per_iter", settings["trials_per_iter"])
-    if "first_round_transferred" not in given and "transfer_from" not in given and (first is None or first >= batch
-                                                                                   or first < 2):
-        # the user's first round has no place for the library beside the model's best
-        settings.update(first_round_transferred=0, transfer_from=None)
+    if "first_round_transferred" not in given and "transfer_from" not in given:
+        if first is None or first >= batch or (first < 2 and not exact):
+            # no first round of its own, or none with a place for the library beside the model's best
+            settings.update(first_round_transferred=0, transfer_from=None)
+        else:
+            settings.update(first_round_transferred=min(first, settings["first_round_transferred"]))
     resolved = dataclasses.replace(config, preset=name, **{**settings, **given})
     validate(resolved)
     return resolved

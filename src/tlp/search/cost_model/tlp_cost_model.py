@@ -9,7 +9,7 @@ platform while tuning.
 Why scores are mapped before MetaSchedule sees them: EvolutionarySearch clips predictions at 0 and samples
 parents with probability proportional to them, and it compares scores across its iterations. A LambdaRank score is
 an arbitrary real number (only its order within a task means something), so per task we fix an affine calibration
-on the first batch the search asks about (its mean and spread) and return ``exp(z)`` of the calibrated score: the
+on the first population the search asks about (its mean and spread) and return ``exp(z)`` of the calibrated score: the
 order is kept, scores are positive, comparable across calls of the same task, and the best candidates of a batch
 weigh tens of times more than the average one, as MetaSchedule's throughput-regressing XGBoost makes them.
 """
@@ -37,6 +37,7 @@ from tlp.models import model_path
 from tlp.platform import Platform, nearest_platform
 
 DEFAULT_MODEL_PATH = model_path()  # shipped in the package
+CALIBRATION_MIN_CANDIDATES = 32  # a task's score calibration is fixed on its first batch of at least this many
 
 
 class PlatformMismatchWarning(UserWarning):
@@ -185,10 +186,14 @@ class TLPCostModel(PyCostModel):
         # no measurable end-to-end gain and not checked in a search (tlp.model.inference).
         scores = self.model.predict_features(features, self.head, self._threads, precision="auto").astype("float64")
         self.seconds["network"] += time.perf_counter() - featurized
-        if state.offset is None:
-            state.offset = float(np.mean(scores))
-            state.scale = float(np.std(scores)) or 1.0
-        z = np.clip((scores - state.offset) / state.scale, -30.0, 30.0)
+        offset, scale = state.offset, state.scale
+        if offset is None:
+            offset, scale = float(np.mean(scores)), float(np.std(scores)) or 1.0
+            # Fixed on a population, not on a few picks (a first round's library programs, all alike and good):
+            # their spread would make the evolution's parent draws all-or-nothing.
+            if len(scores) >= CALIBRATION_MIN_CANDIDATES:
+                state.offset, state.scale = offset, scale
+        z = np.clip((scores - offset) / scale, -30.0, 30.0)
         return np.exp(z).astype("float64")
 
     def update(self, context: Any, candidates: list[Any], results: list[Any]) -> None:

@@ -17,7 +17,7 @@ With a ``library`` (:class:`tlp.search.search_strategy.library.ScheduleLibrary`)
 many of the first batch's places go to a dataset's fastest stored programs of the task's nearest workloads,
 replayed on this task with their tile sizes refitted (:mod:`tlp.search.search_strategy.transfer`), the cost model's
 best-scored ones: a schedule measured well on a similar workload is a better first guess than what a model ranks
-best among random programs.
+best among random programs. When they fill the whole first batch, the inner search does not run for it.
 """
 
 from __future__ import annotations
@@ -116,6 +116,11 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
                 return None
             num_trials_per_iter, design_spaces, database, cost_model = self.tuning
             self.inner.pre_tuning(remaining, num_trials_per_iter, design_spaces, database, cost_model)
+        if self.in_first_round and self.transferred >= self.first_size:
+            # The library fills the whole first round: no evolutionary search (seconds per task) for no place.
+            picks = self._transferred_picks(set(self.measured_hashes), self.first_size)
+            if len(picks) == self.first_size:
+                return picks
         while True:
             candidates = self.inner.generate_measure_candidates()
             if candidates is None:
@@ -127,18 +132,23 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
 
     def _with_transferred(self, candidates: list[Any]) -> list[Any]:
         """``candidates`` with their last places given to the model's best-scored transferred schedules."""
+        exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
+        picks = self._transferred_picks(exclude, min(self.transferred, self.first_size))
+        return candidates[:max(0, self.first_size - len(picks))] + picks
+
+    def _transferred_picks(self, exclude: set[int], count: int) -> list[Any]:
+        """Up to ``count`` of the library's schedules of the nearest workloads, replayed on this task (none in
+        ``exclude``), the cost model's best-scored first."""
         _, design_spaces, database, cost_model = self.tuning
         if database is None or cost_model is None:
-            return candidates
-        exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
+            return []
         transferred = replayed_candidates(self.library.records_for(self.mod), self.context, exclude,
                                           list(design_spaces))
         if not transferred:
-            return candidates
+            return []
         scores = cost_model.predict(self.context, transferred)
         ranked = [transferred[i] for i in sorted(range(len(transferred)), key=lambda i: -float(scores[i]))]
-        picks = ranked[:min(self.transferred, self.first_size)]
-        return candidates[:max(0, self.first_size - len(picks))] + picks
+        return ranked[:count]
 
     def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
