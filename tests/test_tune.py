@@ -148,6 +148,9 @@ def test_the_python_api_takes_a_plain_target_dict_as_tlp_tune_takes_its_json(tmp
         trials=2, model_path=str(tiny_checkpoint), trials_per_iter=2, population=16, compile=False))
     # the same platform as `tlp tune --target` (TVM's exported form: keys, tag), not one of the dict's own hash
     assert report["cost_model_head"]["tuning_platform"] == host_platform.id
+    from tlp.platform import Platform
+
+    assert Platform.host(plain).id == host_platform.id  # also for a cost model made outside tune()
 
 
 def test_history_wall_time_adds_up_over_resumed_runs(tmp_path):

@@ -288,6 +288,9 @@ class Platform:
     def host(target: dict[str, Any] | None = None) -> "Platform":
         """This machine, with ``target`` (default: the host target) compiled for it; for a CUDA target, this
         machine's GPU (:class:`tlp.gpu.GPUError` without one, or without a CUDA compiler)."""
+        if target is not None:
+            # TVM's exported form (keys, tag, defaults): a plain dict and its parsed form name the same platform
+            target = parse_target(target)
         if target is not None and target.get("kind") == "cuda":
             from tlp.gpu import check_gpu_target  # pylint: disable=import-outside-toplevel
 
