@@ -111,6 +111,31 @@ def test_a_first_round_the_library_fills_is_its_replayed_programs_without_a_sear
     assert report["candidates_scored"] == len(replayed)  # the library's programs only: no population was drawn
 
 
+def test_where_the_nearest_stored_workload_is_far_one_first_round_place_stays_the_models_evolved_pick(
+        collected, tmp_path, host_platform, dense_256, fast_measure, monkeypatch):
+    """The same run with the 64³ dense counted as far from the 256³ one: the evolutionary search runs for the first
+    round and one of its two places is a replayed program, the other the search's."""
+    from tlp.search.search_strategy import first_round
+    from tlp.tune.sources import Tunable
+    from tlp.tune.run import TuneConfig, tune
+
+    dataset, _ = collected
+    library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
+    distance = library.nearest(dense_256.mod, 1)[0][0]
+    assert distance < first_round.FAR_LIBRARY_DISTANCE  # near by default: the test above fills the round
+    monkeypatch.setattr(first_round, "FAR_LIBRARY_DISTANCE", distance / 2)
+    work_dir = tmp_path / "far"
+    config = TuneConfig(trials=2, trials_per_iter=4, first_round_trials=2, first_round_transferred=2,
+                        transfer_from=str(dataset.path), population=16, compile=False, measure=fast_measure)
+    report = tune(Tunable("dense-256", [dense_256]), host_platform.target, work_dir, config)
+    measured = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural").get_all_tuning_records()
+    replayed = replayed_candidates(library.records_for(dense_256.mod), tune_context(dense_256, host_platform.target))
+    replayed_decisions = [trace_decisions(c.sch.trace) for c in replayed]
+    assert len(measured) == 2
+    assert sum(trace_decisions(r.trace) in replayed_decisions for r in measured) == 1
+    assert report["candidates_scored"] > len(replayed)  # a population was drawn and scored
+
+
 def test_a_platform_the_dataset_lacks_draws_on_the_nearest_stored_platforms_library(collected, tmp_path,
                                                                                       host_platform, fast_measure):
     """Tuning for an SSE4.2 target (no platform of the collection) with the collection as library: the library is

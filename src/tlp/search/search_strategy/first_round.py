@@ -17,11 +17,14 @@ With a ``library`` (:class:`tlp.search.search_strategy.library.ScheduleLibrary`)
 many of the first batch's places go to a dataset's fastest stored programs of the task's nearest workloads,
 replayed on this task with their tile sizes refitted (:mod:`tlp.search.search_strategy.transfer`), the cost model's
 best-scored ones: a schedule measured well on a similar workload is a better first guess than what a model ranks
-best among random programs. When they fill the whole first batch, the inner search does not run for it.
+best among random programs. When they fill the whole first batch, the inner search does not run for it — except
+where the task's nearest stored workload is far (:data:`FAR_LIBRARY_DISTANCE`): there one place stays the model's
+evolved pick.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tvm.ir.utils import derived_object
@@ -35,6 +38,12 @@ def nothing_to_sample(design_spaces: Any) -> bool:
     Such a task's candidates are its spaces; an evolutionary search of hundreds spends seconds finding them."""
     return all(len(space.trace.decisions) == 0 for space in design_spaces)
 
+
+# Extent distance (:func:`tlp.search.search_strategy.library.extent_distance`) beyond which a task's first round keeps
+# one evolved pick beside the library's: ResNet-50 convolutions whose nearest stored workload lay 5.5-6.8 away ran
+# the library's picks 4-6x slower than the model's evolved one, while nearly all tasks of MobileNetV2 and BERT-tiny
+# lie within 4 of theirs.
+FAR_LIBRARY_DISTANCE = 5.0
 
 # Draws per design space when each space is one program: enough that every space's program comes up.
 DRAWS_PER_SPACE = 2
@@ -56,10 +65,11 @@ def measured_before(database: Any, mod: Any) -> bool:
 class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     """``inner`` (default ``EvolutionarySearch(population_size)``; also :class:`tlp.search.search_strategy.diverse.
     StructureDiverseSearch`) whose first batch for the task holds ``first_batch`` candidates, up to ``transferred``
-    of them ``library``'s stored schedules of the workloads nearest this task's, replayed on it."""
+    of them ``library``'s stored schedules of the workloads nearest this task's, replayed on it (one place fewer
+    where the nearest lies farther than ``far_distance``)."""
 
     def __init__(self, population_size: int, first_batch: int, transferred: int = 0, inner: Any = None,
-                 library: Any = None) -> None:
+                 library: Any = None, far_distance: float | None = None) -> None:
         super().__init__()
         if first_batch < 1:
             raise ValueError(f"first_batch must be at least 1, not {first_batch}")
@@ -71,8 +81,11 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.first_batch = first_batch
         self.transferred = transferred
         self.library = library
+        self.far_distance = FAR_LIBRARY_DISTANCE if far_distance is None else far_distance
         self.context: Any = None
         self.first_size = first_batch  # the first batch's size for this task's budget
+        self.library_places = transferred  # the first batch's places for library programs, for this task
+        self.library_ranked: list[Any] | None = None  # this task's replayed library programs, best-scored first
         self.inner = (inner if inner is not None
                       else ms.search_strategy.EvolutionarySearch(population_size=population_size))
         self.tuning: tuple[Any, ...] | None = None  # pre_tuning's arguments after max_trials
@@ -97,8 +110,12 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         self.measured, self.measured_hashes = 0, set()
         # A task an earlier run measured (a resumed run) had its first round: full batches at once.
         self.in_first_round = not measured_before(database, self.mod)
+        self.library_ranked = None
         if self.in_first_round:
             first = self.first_size = min(self.first_batch, num_trials_per_iter, max_trials)
+            self.library_places = min(self.transferred, first)
+            if self.library_places and self._nearest_distance() > self.far_distance:
+                self.library_places = min(self.library_places, first - 1)
             self.inner.pre_tuning(first, first, design_spaces, database, cost_model)
         else:
             self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
@@ -116,7 +133,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
                 return None
             num_trials_per_iter, design_spaces, database, cost_model = self.tuning
             self.inner.pre_tuning(remaining, num_trials_per_iter, design_spaces, database, cost_model)
-        if self.in_first_round and self.transferred >= self.first_size:
+        if self.in_first_round and self.library_places >= self.first_size:
             # The library fills the whole first round: no evolutionary search (seconds per task) for no place.
             picks = self._transferred_picks(set(self.measured_hashes), self.first_size)
             if len(picks) == self.first_size:
@@ -128,27 +145,31 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
             fresh = [c for c in candidates if structural_hash(c.sch.mod) not in self.measured_hashes]
             # All of them measured before: the inner search now counts them as measured and proposes others.
             if fresh or not candidates:
-                return self._with_transferred(fresh) if self.in_first_round and self.transferred else fresh
+                return self._with_transferred(fresh) if self.in_first_round and self.library_places else fresh
+
+    def _nearest_distance(self) -> float:
+        nearest = self.library.nearest(self.mod, 1)
+        return nearest[0][0] if nearest else math.inf
 
     def _with_transferred(self, candidates: list[Any]) -> list[Any]:
         """``candidates`` with their last places given to the model's best-scored transferred schedules."""
         exclude = self.measured_hashes | {structural_hash(c.sch.mod) for c in candidates}
-        picks = self._transferred_picks(exclude, min(self.transferred, self.first_size))
+        picks = self._transferred_picks(exclude, self.library_places)
         return candidates[:max(0, self.first_size - len(picks))] + picks
 
     def _transferred_picks(self, exclude: set[int], count: int) -> list[Any]:
         """Up to ``count`` of the library's schedules of the nearest workloads, replayed on this task (none in
-        ``exclude``), the cost model's best-scored first."""
+        ``exclude``), the cost model's best-scored first. Replayed and scored once per first round."""
         _, design_spaces, database, cost_model = self.tuning
         if database is None or cost_model is None:
             return []
-        transferred = replayed_candidates(self.library.records_for(self.mod), self.context, exclude,
-                                          list(design_spaces))
-        if not transferred:
-            return []
-        scores = cost_model.predict(self.context, transferred)
-        ranked = [transferred[i] for i in sorted(range(len(transferred)), key=lambda i: -float(scores[i]))]
-        return ranked[:count]
+        if self.library_ranked is None:
+            transferred = replayed_candidates(self.library.records_for(self.mod), self.context, self.measured_hashes,
+                                              list(design_spaces))
+            scores = cost_model.predict(self.context, transferred) if transferred else []
+            order = sorted(range(len(transferred)), key=lambda i: -float(scores[i]))
+            self.library_ranked = [(structural_hash(transferred[i].sch.mod), transferred[i]) for i in order]
+        return [candidate for key, candidate in self.library_ranked if key not in exclude][:count]
 
     def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
@@ -158,4 +179,5 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
     def clone(self) -> Any:
         # A Python strategy's own clone(): through TVM's FFI the copy would come back as a bare handle.
         inner = self.inner._inst.clone() if hasattr(self.inner, "_inst") else self.inner.clone()
-        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner, self.library)
+        return FirstRoundSearch(self.population_size, self.first_batch, self.transferred, inner, self.library,
+                                self.far_distance)
