@@ -123,6 +123,29 @@ def test_a_task_with_nothing_to_sample_is_one_program_found_in_one_small_round(h
     assert prediction.rounds == 1 and prediction.candidates_ranked < 10_000
 
 
+def test_with_a_near_stored_workload_the_candidates_are_the_librarys_replayed_programs(collected, host_platform,
+                                                                                        tlp_model, monkeypatch):
+    """A 256³ dense with a library holding a 64³ dense's programs: its pick is one of those programs replayed on it,
+    found without a search (no round run); counted far, the search runs as without a library."""
+    from conftest import trace_decisions, tune_context
+    from tlp.search.database import predicted
+    from tlp.search.search_strategy.library import ScheduleLibrary
+    from tlp.search.search_strategy.transfer import replayed_candidates
+    from tlp.workloads import load_tasks
+
+    dataset, _ = collected
+    library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
+    task = load_tasks(["dense_256x256x256"], host_platform.target)[0]
+    replayed = replayed_candidates(library.records_for(task.mod), tune_context(task, host_platform.target))
+    prediction, record = predict_schedule(task, host_platform.target, tlp_model, QUICK, library=library)
+    assert prediction.library and prediction.scheduled and prediction.rounds == 0
+    assert prediction.candidates_ranked == len(replayed) and record.run_secs is None
+    assert trace_decisions(record.trace) in [trace_decisions(c.sch.trace) for c in replayed]
+    monkeypatch.setattr(predicted, "FAR_LIBRARY_DISTANCE", library.nearest(task.mod, 1)[0][0] / 2)
+    prediction, record = predict_schedule(task, host_platform.target, tlp_model, QUICK, library=library)
+    assert not prediction.library and prediction.scheduled and prediction.rounds == 1
+
+
 def test_a_measured_database_is_refused_as_predicted(tmp_path, host_platform):
     task = _dense_task(host_platform)
     target = tvm.target.Target(host_platform.target)

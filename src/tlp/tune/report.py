@@ -265,6 +265,10 @@ def _format_predicted(report: dict[str, Any]) -> list[str]:
     how = (f"the fastest of TLP's {max(len(t['timed_s']) for t in timed)} best-ranked programs of an unmeasured "
            f"search, each timed once ({len(timed)} of the tasks; the others have one program)" if timed
            else "TLP's top-ranked program of an unmeasured search")
+    from_library = sum(bool(t.get("library")) for t in made)
+    if from_library:
+        how += (f"; for {from_library} of them TLP's top-ranked of the schedule library's programs of a near "
+                "workload, replayed on the task")
     lines = [f"\nzero-measurement schedules: {len(made)} task{'s' if len(made) != 1 else ''} in "
              f"{predicted['seconds']:.1f} s" + (f" ({len(reused)} reused)" if reused else "")
              + f", {how}, {predicted['what']} ({predicted['database']})"]

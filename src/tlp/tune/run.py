@@ -346,7 +346,7 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     if predict:
         try:
             with interrupt.deferred(), stages.timed("zero_measurement"):
-                predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config)
+                predicted, predictions = _predict_missing(tunable, target_json, work_dir, measured[1], config, library)
         except KeyboardInterrupt:
             interrupted = True
     try:
@@ -398,8 +398,9 @@ def _search_parts(stages: Stages, measured_s: dict[str, float], cost_model_s: di
 
 
 def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Path, best: list[float | None],
-                     config: TuneConfig) -> tuple[PredictedDatabase, list[Any]]:
-    """Zero-measurement schedules for every task of the program without a valid measured record.
+                     config: TuneConfig, library: Any = None) -> tuple[PredictedDatabase, list[Any]]:
+    """Zero-measurement schedules for every task of the program without a valid measured record; ``library`` (the
+    search's schedule library) supplies candidates only when it is this platform's own (programs measured here).
 
     Always ranked by the TLP model (also when the search used another cost model): a fresh one, so the search's
     cost-model timings in the report stay the search's own.
@@ -417,7 +418,8 @@ def _predict_missing(tunable: Tunable, target_json: dict[str, Any], work_dir: Pa
     if prediction.timed_candidates is None:  # a head of another platform: time its few best picks
         exact = cost_model.head_platform in (None, cost_model.platform.id)
         prediction = replace(prediction, timed_candidates=0 if exact else 4)
-    return predict_missing(tasks, best, target_json, work_dir, cost_model, prediction, config.measure)
+    own_library = library if library is not None and library.platform_id == Platform.host(target_json).id else None
+    return predict_missing(tasks, best, target_json, work_dir, cost_model, prediction, config.measure, own_library)
 
 
 def _predicted_summary(predictions: list[Any], work_dir: Path) -> dict[str, Any]:

@@ -7,7 +7,10 @@ built or run: no results are fed back, so the search is guided by the model alon
 out ranked by the model (``eps_greedy=0``: no random picks mixed in); the best-scored one across rounds that
 compiles is the task's *predicted* schedule. Where the model scores with another platform's head (a CPU no dataset
 holds) its ranking is too loose to trust one unmeasured pick: there the few best-ranked candidates are timed once
-each and the fastest is kept (``PredictionConfig.timed_candidates``).
+each and the fastest is kept (``PredictionConfig.timed_candidates``). With this platform's schedule library
+(:class:`tlp.search.search_strategy.library.ScheduleLibrary`) and a stored workload near the task, the candidates are
+the library's programs replayed on it instead of a search's (as in a search's first round: a program measured fast on
+a near shape beats the model's pick among random ones, and replaying a few takes a fraction of a second, not ten).
 
 Where the picks live: a separate MetaSchedule ``JSONDatabase`` (``WORK/predicted/``) whose records carry **no**
 ``run_secs``. That is the honest form (nothing was measured) and a safety: MetaSchedule's own databases skip
@@ -31,7 +34,8 @@ from tlp.dataset.store import mean_latency
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tlp.search.database.shared_schedules import SharedScheduleDatabase
-from tlp.search.search_strategy.first_round import DRAWS_PER_SPACE, nothing_to_sample
+from tlp.search.search_strategy.first_round import DRAWS_PER_SPACE, FAR_LIBRARY_DISTANCE, nothing_to_sample
+from tlp.search.search_strategy.transfer import replayed_candidates
 from tlp.workloads.task import Task
 
 PREDICTED_DIR = "predicted"  # under a tuning work dir
@@ -83,6 +87,7 @@ class Prediction:
     timed_s: list[float | None] | None = None  # each timed candidate's latency, best-ranked first (None: failed)
     error: str = ""
     reused: bool = False  # found in WORK/predicted from an earlier run: no search this time
+    library: bool = False  # ranked among the schedule library's programs replayed on the task (no search)
 
 
 # ---- the search --------------------------------------------------------------------------------------------
@@ -136,15 +141,33 @@ def _ranked_candidates(task: Task, target: Any, cost_model: Any, config: Predict
     return scored, rounds
 
 
+def _library_candidates(task: Task, target: Any, cost_model: Any, config: PredictionConfig, library: Any
+                        ) -> list[tuple[float, Any]]:
+    """(score, schedule) of ``library``'s programs of the task's nearest workloads replayed on it, best first; none
+    when no stored workload lies within :data:`FAR_LIBRARY_DISTANCE`."""
+    nearest = library.nearest(task.mod, 1)
+    if not nearest or nearest[0][0] > FAR_LIBRARY_DISTANCE:
+        return []
+    context = _context(task, target, config, config.seed)
+    spaces = list(context.space_generator.generate_design_space(context.mod))
+    candidates = replayed_candidates(library.records_for(task.mod), context, design_spaces=spaces)
+    if not candidates:
+        return []
+    scores = cost_model.predict(context, candidates)
+    return sorted(((float(s), c.sch) for s, c in zip(scores, candidates)), key=lambda item: -item[0])
+
+
 def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
-                     config: PredictionConfig | None = None, measurer: Measurer | None = None
-                     ) -> tuple[Prediction, Any]:
+                     config: PredictionConfig | None = None, measurer: Measurer | None = None,
+                     library: Any = None) -> tuple[Prediction, Any]:
     """The cost model's zero-measurement schedule of ``task`` and how it was found.
 
     Returns ``(prediction, record)``; ``record`` is a MetaSchedule ``TuningRecord`` without ``run_secs`` (``None``
     when no candidate compiled). Candidates are compiled (the pick must build) but not run, unless
     ``config.timed_candidates`` > 1 and a ``measurer`` (:class:`tlp.dataset.measure.Measurer`) is given: then the
     best-ranked few are timed once and the fastest is the pick (still stored without a run time: one timing each).
+    ``library``: this platform's schedule library, whose replayed programs are the candidates where it holds a near
+    workload (else, or where none replays, the search's).
     """
     config = config or PredictionConfig()
     target = tvm.target.Target(target_json)
@@ -153,7 +176,10 @@ def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
     started = time.monotonic()
     prediction = Prediction(task=task.name, workload_hash=key, scheduled=False, seconds=0.0)
     try:
-        ranked, prediction.rounds = _ranked_candidates(task, target, cost_model, config)
+        ranked = _library_candidates(task, target, cost_model, config, library) if library is not None else []
+        prediction.library = bool(ranked)
+        if not ranked:
+            ranked, prediction.rounds = _ranked_candidates(task, target, cost_model, config)
     except Exception as error:  # pylint: disable=broad-except  # a task MetaSchedule cannot search keeps the default
         prediction.error = f"search failed: {one_line(error)}"
         prediction.seconds = round(time.monotonic() - started, 2)
@@ -276,11 +302,13 @@ def measured_then_predicted(measured: Any, predicted: PredictedDatabase | None) 
 # ---- a whole tuning run ------------------------------------------------------------------------------------
 def predict_missing(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any],
                     work_dir: str | Path, cost_model: Any, config: PredictionConfig | None = None,
-                    measure: MeasureConfig | None = None) -> tuple[PredictedDatabase, list[Prediction]]:
+                    measure: MeasureConfig | None = None, library: Any = None
+                    ) -> tuple[PredictedDatabase, list[Prediction]]:
     """Predicted schedules for the tasks without a valid measured latency, stored in ``work_dir/predicted``.
 
     A task predicted by an earlier run (same folder) is reused, not searched again. ``measure``: how the timings
-    ``config.timed_candidates`` asks for are made. Returns the
+    ``config.timed_candidates`` asks for are made; ``library``: this platform's schedule library (see
+    :func:`predict_schedule`). Returns the
     database of all predicted records and one :class:`Prediction` per task that needed one.
     """
     folder = Path(work_dir) / PREDICTED_DIR
@@ -291,7 +319,7 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
     predictions: list[Prediction] = []
     try:
         _predict_each(tasks, measured_best, target_json, folder, cost_model, config, manifest, existing, predictions,
-                      measure)
+                      measure, library)
     finally:  # also after a stop between tasks: the picks stored so far keep their manifest entries
         manifest["what"] = NOT_MEASURED
         manifest_path.write_text(json.dumps(manifest, indent=1))
@@ -301,7 +329,7 @@ def predict_missing(tasks: list[Task], measured_best: list[float | None], target
 def _predict_each(tasks: list[Task], measured_best: list[float | None], target_json: dict[str, Any], folder: Path,
                   cost_model: Any, config: PredictionConfig | None, manifest: dict[str, Any],
                   existing: PredictedDatabase, predictions: list[Prediction],
-                  measure: MeasureConfig | None = None) -> None:
+                  measure: MeasureConfig | None = None, library: Any = None) -> None:
     store = measurer = None
     try:
         for task, best in zip(tasks, measured_best):
@@ -309,7 +337,7 @@ def _predict_each(tasks: list[Task], measured_best: list[float | None], target_j
                     and (config.timed_candidates or 0) > 1:
                 measurer = Measurer(target_json, measure)  # one builder and runner for every task's timings
             store = _predict_one(task, best, target_json, folder, cost_model, config, manifest, existing,
-                                 predictions, store, measurer)
+                                 predictions, store, measurer, library)
     finally:
         if measurer is not None:
             measurer.close()
@@ -317,7 +345,7 @@ def _predict_each(tasks: list[Task], measured_best: list[float | None], target_j
 
 def _predict_one(task: Task, best: float | None, target_json: dict[str, Any], folder: Path, cost_model: Any,
                  config: PredictionConfig | None, manifest: dict[str, Any], existing: PredictedDatabase,
-                 predictions: list[Prediction], store: Any, measurer: Measurer | None) -> Any:
+                 predictions: list[Prediction], store: Any, measurer: Measurer | None, library: Any = None) -> Any:
     """One task's prediction (none when it has a measured latency, the stored one when an earlier run made it);
     returns the predicted database it was stored in (made on the first pick)."""
     interrupt.check()  # a Ctrl-C or SIGTERM requested during a task's search is taken here, between tasks
@@ -328,7 +356,7 @@ def _predict_one(task: Task, best: float | None, target_json: dict[str, Any], fo
         predictions.append(Prediction(**{**earlier, "task": task.name, "seconds": 0.0, "reused": True,
                                          "workload_hash": str(ms.utils.shash2hex(task.mod)), "scheduled": True}))
         return store
-    prediction, record = predict_schedule(task, target_json, cost_model, config, measurer)
+    prediction, record = predict_schedule(task, target_json, cost_model, config, measurer, library)
     predictions.append(prediction)
     if record is not None:
         store = store or ms.database.JSONDatabase(work_dir=str(folder), module_equality="structural")
