@@ -101,4 +101,4 @@ def test_tune_with_the_default_preset_measures_a_library_program_and_says_so(col
     assert report["transfer_library"]["dataset"] == "datasets/tlp-cpu" and report["transfer_library"]["workloads"] == 2
     text = format_report(report)
     assert "preset tlp" in text and "schedule library: datasets/tlp-cpu (2 workloads" in text
-    assert "): 2 first-round places per task" in text
+    assert "): 2 first-round places per task (one where it holds no near workload)" in text

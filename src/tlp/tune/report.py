@@ -288,7 +288,7 @@ def format_report(report: dict[str, Any]) -> str:
     if library:
         of = "this platform" if library.get("exact", True) else f"platform {library['platform']}, the nearest held"
         lines.append(f"schedule library: {library['dataset']} ({library['workloads']} workloads of {of}, "
-                     f"read in {library['seconds']:.0f} s): {_places(report)} per task")
+                     f"read in {library['seconds']:.0f} s): {_places(report)}")
     lines.append("")
     width = max([len(t["name"]) for t in report["tasks"]] + [4])
     lines.append(f"{'task'.ljust(width)}  weight  trials  best (ms)   GFLOPS  schedule")
@@ -353,4 +353,7 @@ def format_report(report: dict[str, Any]) -> str:
 def _places(report: dict[str, Any]) -> str:
     """How many first-round places per task the library filled, in words."""
     places = (report.get("config") or {}).get("first_round_transferred", 1)
-    return "one first-round place" if places == 1 else f"{places} first-round places"
+    # A task far from every stored workload keeps one place for the model's own pick (FirstRoundSearch).
+    if places == 1:
+        return "one first-round place per task"
+    return f"{places} first-round places per task (one where it holds no near workload)"
