@@ -55,3 +55,31 @@ def test_the_variant_is_compiled_with_the_tuned_schedule_and_matches_pytorch(blo
         {**report, "end_to_end_rounds_s": [1.0, 1.1], "torch_eager_rounds_s": [2.0, 2.1]})
     noisy = format_report({**report, "end_to_end_rounds_s": [1.0, 1.6], "torch_eager_rounds_s": [2.0, 2.1]})
     assert "warning: the timing rounds differ by up to 60 %" in noisy and "run the same `tlp tune`" in noisy
+
+
+
+def test_a_variant_the_tuned_trace_does_not_fit_keeps_tvms_default(host_platform):
+    """A matmul without the epilogue its anchor's tuned function had: the trace reverse-computes the epilogue at
+    the matmul's tiles, which the variant lacks; serving it would fail the whole network's compile."""
+    from tvm import te
+
+    from tlp._tvm import ms, tvm
+    from tlp.search.database.shared_schedules import SharedScheduleDatabase
+
+    a, b, c = te.placeholder((8, 64), name="a"), te.placeholder((64, 64), name="b"), te.placeholder((64,), name="c")
+    k = te.reduce_axis((0, 64), name="k")
+    matmul = te.compute((8, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
+    add = te.compute((8, 64), lambda i, j: c[j] + matmul[i, j], name="T_add")
+    tuned = tvm.IRModule({"main": te.create_prim_func([a, b, c, add])})
+    variant = tvm.IRModule({"main": te.create_prim_func([a, b, matmul])})
+    target = tvm.target.Target(host_platform.target)
+    spaces = ms.TuneContext(mod=tuned, target=target, space_generator="post-order-apply",
+                            num_threads=1).space_generator.generate_design_space(tuned)
+    trace = next(s.trace for s in spaces if any(i.kind.name == "ReverseComputeAt" for i in s.trace.insts))
+    database = ms.database.MemoryDatabase(module_equality="structural")
+    database.commit_tuning_record(ms.database.TuningRecord(trace, database.commit_workload(tuned), [1e-5], target,
+                                                           ms.arg_info.ArgInfo.from_prim_func(tuned["main"])))
+    shared = SharedScheduleDatabase(database)
+    assert shared.has_workload(variant)  # the same anchor block: the variant would be served the tuned trace
+    assert shared.query_tuning_record(variant, target, "variant") is None and not shared.shared
+    assert shared.query_tuning_record(tuned, target, "tuned") is not None

@@ -72,8 +72,9 @@ class SharedScheduleDatabase(ms.database.PyDatabase):
             return own
         tuned = self._tuned_with_same_anchor(mod)
         record = None if tuned is None else self._first_record(tuned, target, workload_name)
-        if record is not None:
-            self.shared.add(workload_name or "main")
+        if record is None or not _replays_on(record, mod, target):
+            return None  # TVM's default: a trace that does not fit the variant would fail the whole compile
+        self.shared.add(workload_name or "main")
         return record
 
     def query_schedule(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
@@ -115,6 +116,19 @@ class SharedScheduleDatabase(ms.database.PyDatabase):
 
     def __len__(self) -> int:
         return sum(len(database) for database in self.databases)
+
+
+def _replays_on(record: Any, mod: Any, target: Any) -> bool:
+    """Whether ``record``'s anchor trace schedules ``mod``: a trace can name what the variant lacks (its tuned
+    function's epilogue as the anchor's one consumer, where the variant has none)."""
+    from tvm.s_tir.meta_schedule.trace_apply import (  # pylint: disable=import-outside-toplevel
+        schedule_using_anchor_trace)
+
+    try:
+        schedule_using_anchor_trace(tvm.s_tir.Schedule(mod, debug_mask=0), record.trace, target)
+    except Exception:  # pylint: disable=broad-except  # TVM raises several kinds; any means "does not fit"
+        return False
+    return True
 
 
 def compile_database(database: Any) -> SharedScheduleDatabase:
