@@ -145,8 +145,7 @@ def _library_candidates(task: Task, target: Any, cost_model: Any, config: Predic
                         ) -> list[tuple[float, Any]]:
     """(score, schedule) of ``library``'s programs of the task's nearest workloads replayed on it, best first; none
     when no stored workload lies within :data:`FAR_LIBRARY_DISTANCE`."""
-    nearest = library.nearest(task.mod, 1)
-    if not nearest or nearest[0][0] > FAR_LIBRARY_DISTANCE:
+    if library.nearest_distance(task.mod) > FAR_LIBRARY_DISTANCE:
         return []
     context = _context(task, target, config, config.seed)
     spaces = list(context.space_generator.generate_design_space(context.mod))

@@ -24,7 +24,6 @@ pick of a small evolutionary search (:func:`far_task_search`).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from tvm.ir.utils import derived_object
@@ -123,7 +122,7 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
         if self.in_first_round:
             first = self.first_size = min(self.first_batch, num_trials_per_iter, max_trials)
             self.library_places = min(self.transferred, first)
-            if self.library_places and self._nearest_distance() > self.far_distance:
+            if self.library_places and self.library.nearest_distance(self.mod) > self.far_distance:
                 self.library_places = min(self.library_places, first - 1)
                 if not nothing_to_sample(design_spaces):
                     self.first_search = far_task_search()
@@ -162,10 +161,6 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
             # All of them measured before: the inner search now counts them as measured and proposes others.
             if fresh or not candidates:
                 return self._with_transferred(fresh) if self.in_first_round and self.library_places else fresh
-
-    def _nearest_distance(self) -> float:
-        nearest = self.library.nearest(self.mod, 1)
-        return nearest[0][0] if nearest else math.inf
 
     def _with_transferred(self, candidates: list[Any]) -> list[Any]:
         """``candidates`` with their last places given to the model's best-scored transferred schedules."""

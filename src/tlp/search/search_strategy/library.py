@@ -116,6 +116,11 @@ class ScheduleLibrary:
         ranked = sorted(((extent_distance(extents, w.extents), i) for i, w in enumerate(self.workloads)))
         return [(distance, self.workloads[i]) for distance, i in ranked[:count] if distance < math.inf]
 
+    def nearest_distance(self, mod: Any) -> float:
+        """The extent distance of ``mod``'s nearest stored workload (infinite when none has its blocks)."""
+        nearest = self.nearest(mod, 1)
+        return nearest[0][0] if nearest else math.inf
+
     def records_for(self, mod: Any, nearest: int = 4) -> list[Any]:
         """Tuning records of the fastest programs of ``mod``'s ``nearest`` stored workloads, nearest first, to
         replay on it (:func:`tlp.search.search_strategy.transfer.replayed_candidates`)."""
