@@ -4,7 +4,7 @@
 # (TLP_TRIALS, 200), or other search_efficiency.py models. Runs and results are named MCPU-on-HOST (this machine's
 # LLVM CPU name). Run it alone on the machine.
 #   bash benchmarks/leave_platform_out/run.sh MCPU WORKLOADS SEEDS [MODELS]
-#   e.g. bash benchmarks/leave_platform_out/run.sh haswell bert_tiny,mobilenet_v2 1,2 xgb,default,default-nearest-library
+#   e.g. bash benchmarks/leave_platform_out/run.sh haswell bert_tiny,mobilenet_v2 1,2 xgb,default
 set -euo pipefail
 mcpu=$1 workloads=$2 seeds=$3 models=${4:-xgb,default}
 B=benchmarks/search_efficiency; R=benchmarks/leave_platform_out/results

@@ -1,19 +1,13 @@
 """Search efficiency: best latency vs trials (and wall time) of MetaSchedule's search under different cost models.
 
-Same search (``tlp tune``: gradient task scheduler + evolutionary search, same population and batch size), same
-budgets, several seeds, one run; only the cost model changes:
+Same workload, same measuring, several seeds, each run alone:
 
-- ``tlp``: the shipped TLP model, offline;
-- ``tlp-online``: the same, fine-tuned on the search's own measurements (``--online-steps``);
-- ``blend``: ``tlp-online`` blended with XGBoost per task as the search measures it (``tlp.search.cost_model.blended``);
-- ``xgb``: MetaSchedule's default XGBoost model (learns from scratch during the search);
-- ``random``: random ranking.
-
-A model may carry its own batch sizes, ``NAME:B`` or ``NAME:F/B`` (run name ``NAME-bB``, ``NAME-fF``): batches of
-B, and a first round of F per task (``tlp tune --first-round-trials``). A trained model needs no warm-up round of
-full batches, and on a whole network the first round (one batch of every task) decides the first point of the
-curve, so it caps the trial ratio a budget can show (``trial_ratio_cap_per_seed``). Without them a model uses
-``--trials-per-iter`` and full first batches.
+- ``default``: what ``tlp tune`` runs (the TLP model with the ``tlp`` preset: its first round, batch size and
+  population), the held-out networks' own programs left out of the schedule library; ``--set KEY=VALUE`` tries a
+  variant of it (runs named ``default+KEY=VALUE``);
+- ``xgb``: MetaSchedule's search with its XGBoost model, learning from scratch (``--trials-per-iter``,
+  ``--population``);
+- ``random``: the same search ranking at random.
 
 Headline: trials (and wall time) TLP needs to reach the latency XGBoost reaches with its full budget, as a ratio
 ``budget / TLP's trials``. Each run's work directory is kept, so an interrupted benchmark resumes.
@@ -24,14 +18,16 @@ measurements over all runs of the workload. Each run
 measures it once, and run-to-run noise on these memory-bound kernels (up to 1.5x on MobileNetV2's batch norms,
 about half of the network's Σ weight × latency) would otherwise decide the comparison. Raw numbers stay beside.
 
-    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads bert_tiny --trials 300 --seeds 1,2
-    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads mobilenet_v2,resnet50 --top-tasks 4 \
-        --trials 128
+    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads bert_tiny --trials 200 --models default \
+        --seeds 1,2
+    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads bert_tiny --trials 200 --models default \
+        --set population=128 --seeds 1,2
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import re
@@ -45,108 +41,24 @@ from tlp.dataset.measure import MeasureConfig
 from tlp.cli.common import add_target_args, target_of
 from tlp.platform import host_fingerprint
 from tlp.search.task_scheduler.task_profile import design_space_decisions
+from tlp.settings import SettingError, apply_settings, parse_pairs
 from tlp.tune import TuneConfig, tune
 from tlp.tune.report import curve_points
 from tlp.tune.sources import resolve
-from tlp.workloads import held_out_networks
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import results_dir, stamp, write_json  # pylint: disable=wrong-import-position
 
-MODELS = {"tlp": dict(cost_model="tlp"), "tlp-online": dict(cost_model="tlp", online_steps=5),
-          # 10x the online learning rate: late in a search XGBoost, learning the task from scratch, catches up with
-          # TLP's prior; a faster-moving TLP should learn the task's own ranking sooner (issue 11, part 5).
-          "tlp-online-lr3": dict(cost_model="tlp", online_steps=5, online_lr=1e-3),
-          # the same, learning only once a task is past its first round (a first round of 2 programs per task at
-          # lr 1e-3 spoilt the next tasks' first picks)
-          "tlp-online-lr3-warm": dict(cost_model="tlp", online_steps=5, online_lr=1e-3, online_min_task_measurements=3),
-          # the same, one of each task's first-round places given to another task's best schedule replayed on it
-          # (tlp.search.search_strategy.transfer), the model's best-scored one: ResNet-50's tasks repeat one
-          # structure at many shapes
-          "tlp-online-lr3-warm-transfer": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                               online_min_task_measurements=3, first_round_transferred=1),
-          # the same, the next batch for the task furthest above the best throughput reached
-          # (tlp.search.task_scheduler.scheduler.HeadroomScheduler): the gradient rule keeps feeding heavy tasks
-          # that are already fast
-          "tlp-online-lr3-warm-headroom": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                               online_min_task_measurements=3, task_scheduler="headroom"),
-          # the same, each batch with at most 2 candidates of one structure (tlp.search.search_strategy.diverse):
-          # on BERT-tiny TLP measured 90 layer_norm programs of one structure while XGBoost's best was of another
-          "tlp-online-lr3-warm-headroom-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                       online_min_task_measurements=3, task_scheduler="headroom",
-                                                       max_per_structure=2),
-          # the spread setting with the headroom roofline 15 % above the best throughput reached: the task that set
-          # it (BERT-tiny's heaviest matmul on an Emerald Rapids) otherwise gets no batch after its first round
-          "tlp-online-lr3-warm-headroom-margin-diverse": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                              online_min_task_measurements=3,
-                                                              task_scheduler="headroom-margin", max_per_structure=2),
-          # the spread setting with only the cascade's first stage fine-tuned whole online, the ensemble members
-          # their heads only (OnlineTuning.backbones): the members' whole updates were ~85 % of an update's cost,
-          # ~40 % of a BERT-tiny run's wall time on a Rocket Lake
-          "tlp-online-lr3-warm-headroom-diverse-member-heads": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                                    online_min_task_measurements=3,
-                                                                    task_scheduler="headroom", max_per_structure=2,
-                                                                    online_backbones=1),
-          # the spread setting with the first round's second place for the ensemble members' own first choice
-          # (tlp.search.search_strategy.first_round member picks): the model's second-best is mostly its best's near twin
-          "tlp-online-lr3-warm-headroom-diverse-member-pick": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                                   online_min_task_measurements=3,
-                                                                   task_scheduler="headroom", max_per_structure=2,
-                                                                   first_round_member_picks=1),
-          # the same, one place of each batch for the model's best random draw of a structure the task has not
-          # measured: spreading alone never reached layer_norm's fast structure (the model ranks it below its top 32)
-          "tlp-online-lr3-warm-headroom-diverse-new": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                           online_min_task_measurements=3, task_scheduler="headroom",
-                                                           max_per_structure=2, new_structures=1),
-          # the spread setting with the first round's 2 picks of two structures: the model's top 2 were mostly one
-          # structure, and the first round decides a network's latency at ~100 trials
-          # (tlp.search.search_strategy.diverse). On MobileNetV2 (Rocket Lake, 2 seeds, re-timed) its first rounds
-          # were worse: 2.7x / 3.5x against 4.0x (git history: benchmarks/README.md at 312e08d)
-          "tlp-online-lr3-warm-headroom-diverse-first1": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                              online_min_task_measurements=3,
-                                                              task_scheduler="headroom", max_per_structure=2,
-                                                              first_round_per_structure=1),
-          # the spread setting with up to 4 places of each batch for the model's best candidates carrying a decision
-          # value (unroll depth, one block's compute location) the task has not measured; they end once all are
-          # measured, unlike new structures: in a simulation on the stored programs BERT-tiny's layer_norm reached its
-          # best after 18 measurements this way, the model's picks alone 1.8x after 58 (decision_values_sim.py, removed)
-          "tlp-online-lr3-warm-headroom-diverse-values": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                              online_min_task_measurements=3,
-                                                              task_scheduler="headroom", max_per_structure=2,
-                                                              new_decisions=4),
-          # the headroom setting with one of each task's first-round places for the model's pick among the dataset's
-          # fastest programs of the task's nearest stored workloads (tlp.search.search_strategy.library), the
-          # held-out networks' workloads left out: the first round decides a network's latency at ~100 trials
-          "tlp-online-lr3-warm-headroom-library": dict(cost_model="tlp", online_steps=5, online_lr=1e-3,
-                                                       online_min_task_measurements=3, task_scheduler="headroom",
-                                                       first_round_transferred=1, transfer_from="datasets/tlp-cpu",
-                                                       transfer_exclude_networks=tuple(held_out_networks())),
-          "blend": dict(cost_model="tlp+xgb", online_steps=5),
-          # the headroom setting with XGBoost blended in per task as the task's measurements accumulate
-          # (tlp.search.cost_model.blended): on BERT-tiny (Zen 4) XGBoost, learning the task's own programs, found
-          # layer_norm's fast structure (reductions at their consumers) that TLP's prior never ranks high. Its BERT-tiny run ran
-          # beside other work and was discarded; MobileNetV2 on a Zen 4, seeds 1-2: 1.25-2.95x fewer trials to
-          # XGBoost's final, below spreading (git history: benchmarks/README.md at 312e08d)
-          "tlp-online-lr3-warm-headroom-blend": dict(cost_model="tlp+xgb", online_steps=5, online_lr=1e-3,
-                                                     online_min_task_measurements=3, task_scheduler="headroom"),
-          # MetaSchedule's own population (tlp tune's default) instead of --population: at 256 TLP's first rounds
-          # measured worse programs than those it ranks first among everything the runs found, so more candidates
-          # per round might help. Tried on BERT-tiny (benchmarks/README.md): its first round picked worse programs
-          # (the model's best among 8x the candidates is more often one it overrates) in 3.5x the wall time.
-          "tlp-online-pop2048": dict(cost_model="tlp", online_steps=5, population=2048),
-          "xgb": dict(cost_model="xgb"), "random": dict(cost_model="random"),
-          # what `tlp tune` runs by default (the tlp preset: --population and NAME:F/B sizes do not apply), the
-          # held-out networks' own programs left out of its schedule library
-          "default": dict(cost_model="tlp", transfer_exclude_networks=("held-out",)),
-          # the same with the library of the dataset's nearest platform on a platform it does not hold (the default
-          # since; before, no library there)
-          "default-nearest-library": dict(cost_model="tlp", first_round_transferred=1, transfer_from="datasets/tlp-cpu",
-                                          transfer_exclude_networks=("held-out",))}
-PRESET_MODELS = ("default", "default-nearest-library")  # run with the preset's own sizes, as `tlp tune` does
-# the library setting spread over structures (--max-per-structure 2): on a platform whose dataset holds self-play of
-# the network's training variants (the same layers at 240 / 256 px) the library's sources are those layers
-MODELS["tlp-online-lr3-warm-headroom-diverse-library"] = dict(MODELS["tlp-online-lr3-warm-headroom-library"],
-                                                              max_per_structure=2)
+# The runs compared (name -> TuneConfig settings). A variant of the default is tried with --set KEY=VALUE (run name
+# default+KEY=VALUE), not as an entry here: a winner becomes `tlp tune`'s default, a loser leaves one line in the README.
+MODELS = {
+    # what `tlp tune` runs (the tlp preset and its own sizes), the held-out networks' own programs left out of its
+    # schedule library
+    "default": dict(cost_model="tlp", transfer_exclude_networks=("held-out",)),
+    # MetaSchedule's search with its own models (--trials-per-iter, --population): XGBoost learns from scratch
+    "xgb": dict(cost_model="xgb"),
+    "random": dict(cost_model="random"),
+}
 
 
 def _first_reaching(points: list[tuple[int, float, float]], goal: float) -> tuple[int, float] | None:
@@ -159,9 +71,9 @@ def _first_reaching(points: list[tuple[int, float, float]], goal: float) -> tupl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="bert_tiny")
-    parser.add_argument("--models", default="tlp,tlp-online,xgb,random",
-                        help="comma-separated; NAME:B measures batches of B (default --trials-per-iter), "
-                             "NAME:F/B also a first round of F per task")
+    parser.add_argument("--models", default="default,xgb", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--set", dest="settings", action="append", metavar="KEY=VALUE",
+                        help="a TuneConfig setting of the default's runs (a variant: runs named default+KEY=VALUE)")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--tlp-model", action="append", default=[],
                         help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); repeat it to "
@@ -218,14 +130,20 @@ def main() -> None:
     setup_of = dict(zip(args.tlp_model, args.tlp_model_setup_s))
     # (run name, base model, TLP checkpoint or None, setup seconds): every TLP-based model once per checkpoint.
     variants = []
-    for spec in args.models.split(","):
-        base_model, first, batch = _parse_model(spec, args.trials_per_iter, parser)
-        name = base_model + (f"-f{first}" if first else "") + (f"-b{batch}" if batch != args.trials_per_iter else "")
-        if MODELS[base_model]["cost_model"].startswith("tlp") and args.tlp_model:
-            variants += [(f"{name}@{Path(m).stem}", base_model, first, batch, m, setup_of.get(m, 0.0))
-                         for m in args.tlp_model]
-        else:
-            variants.append((name, base_model, first, batch, None, 0.0))
+    try:
+        settings = parse_pairs(args.settings, "search_efficiency.py")
+        apply_settings([TuneConfig()], settings, "search_efficiency.py")  # an unknown key: one line, before tuning
+    except SettingError as error:
+        parser.error(str(error))
+    for name in args.models.split(","):
+        if name not in MODELS:
+            parser.error(f"unknown model {name!r} in --models; choose among {', '.join(MODELS)}")
+        if MODELS[name]["cost_model"] != "tlp":
+            variants.append((name, name, None, 0.0))
+            continue
+        name += "".join(f"+{key}={value}" for key, value in settings.items())
+        variants += ([(f"{name}@{Path(m).stem}", name.partition("+")[0], m, setup_of.get(m, 0.0))
+                      for m in args.tlp_model] or [(name, name.partition("+")[0], None, 0.0)])
     seeds = [int(s) for s in args.seeds.split(",")]
     # Several invocations (different workloads, models or budgets) accumulate in one results file.
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
@@ -246,15 +164,15 @@ def main() -> None:
         runs: dict = {}
         # Alternate models within each seed so machine noise spreads over all of them.
         for seed in seeds:
-            for model, base_model, first, batch, checkpoint, setup_s in variants:
+            for model, base_model, checkpoint, setup_s in variants:
                 work_dir = Path(args.work_dir) / workload / f"{model}-seed{seed}"
-                settings = {"population": args.population, **MODELS[base_model]}  # a model may carry its own
-                if base_model not in PRESET_MODELS:
-                    settings.update(trials_per_iter=batch, first_round_trials=first)
-                else:
-                    settings.pop("population")
                 config = TuneConfig(trials=args.trials, seed=seed, compile=False, measure=MeasureConfig(),
-                                    model_path=checkpoint, **settings)
+                                    model_path=checkpoint, **MODELS[base_model])
+                if MODELS[base_model]["cost_model"] == "tlp":  # the preset's own sizes, as `tlp tune` runs it
+                    config = apply_settings([config], settings, "search_efficiency.py")[0]
+                else:  # MetaSchedule's search at the given sizes
+                    config = dataclasses.replace(config, population=args.population,
+                                                 trials_per_iter=args.trials_per_iter, first_round_trials=None)
                 report = tune(tunable, target, work_dir, config)
                 resolved = report["config"]
                 batch, first = resolved["trials_per_iter"], resolved["first_round_trials"]
@@ -286,18 +204,6 @@ def main() -> None:
         _plot(results[workload], workload, _figure_path(out, workload))
         write_json(out, {**stamp(), "target": target, "results": results})
         print(json.dumps({workload: summary}, indent=1))
-
-
-def _parse_model(spec: str, default_batch: int, parser: argparse.ArgumentParser) -> tuple[str, int | None, int]:
-    """``NAME``, ``NAME:B`` or ``NAME:F/B`` -> (model, first-round trials or None, batch size)."""
-    name, _, sizes = spec.partition(":")
-    if name not in MODELS:
-        parser.error(f"unknown model {name!r} in --models; choose among {', '.join(MODELS)}")
-    first, _, batch = sizes.rpartition("/")
-    if not all(n.isdigit() and int(n) > 0 for n in (first, batch) if n) or (sizes.endswith("/")):
-        parser.error(f"--models {spec!r}: expected NAME:B or NAME:F/B with positive integers")
-    batch_size = int(batch) if batch else default_batch
-    return name, int(first) if first and int(first) < batch_size else None, batch_size
 
 
 def _merge_runs(earlier: dict, new: dict) -> dict:
