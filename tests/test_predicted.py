@@ -146,6 +146,39 @@ def test_with_a_near_stored_workload_the_candidates_are_the_librarys_replayed_pr
     assert not prediction.library and prediction.scheduled and prediction.rounds == 1
 
 
+def test_when_no_library_program_builds_the_search_gives_the_pick(collected, host_platform, tlp_model, monkeypatch):
+    """Library programs that all fail to build leave the task to the search's candidates, not to TVM's default."""
+    from tlp._tvm import structural_hash
+    from tlp.search.database import predicted
+    from tlp.search.search_strategy.library import ScheduleLibrary
+    from tlp.workloads import load_tasks
+
+    dataset, _ = collected
+    library = ScheduleLibrary.from_dataset(dataset, host_platform.id)
+    task = load_tasks(["dense_256x256x256"], host_platform.target)[0]
+    replayed: set[int] = set()
+    library_candidates, compile_module = predicted._library_candidates, tvm.compile
+
+    def library_candidates_noted(*args):
+        ranked = library_candidates(*args)
+        replayed.update(structural_hash(schedule.mod) for _, schedule in ranked)
+        return ranked
+
+    def compile_refusing_replays(mod, *args, **kwargs):
+        if structural_hash(mod) in replayed:
+            raise RuntimeError("refused")
+        return compile_module(mod, *args, **kwargs)
+
+    monkeypatch.setattr(predicted, "_library_candidates", library_candidates_noted)
+    monkeypatch.setattr(tvm, "compile", compile_refusing_replays)
+    prediction, record = predict_schedule(task, host_platform.target, tlp_model, QUICK, library=library)
+    assert replayed and prediction.scheduled and record is not None
+    assert not prediction.library and prediction.rounds == 1
+    schedule = tvm.s_tir.Schedule(task.mod)
+    record.trace.apply_to_schedule(schedule, remove_postproc=False)
+    assert structural_hash(schedule.mod) not in replayed
+
+
 def test_a_measured_database_is_refused_as_predicted(tmp_path, host_platform):
     task = _dense_task(host_platform)
     target = tvm.target.Target(host_platform.target)

@@ -18,10 +18,9 @@ measurements over all runs of the workload. Each run
 measures it once, and run-to-run noise on these memory-bound kernels (up to 1.5x on MobileNetV2's batch norms,
 about half of the network's Σ weight × latency) would otherwise decide the comparison. Raw numbers stay beside.
 
-    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads bert_tiny --trials 200 --models default \
-        --seeds 1,2
-    .venv/bin/python benchmarks/search_efficiency/search_efficiency.py --workloads bert_tiny --trials 200 --models default \
-        --set population=128 --seeds 1,2
+    B=benchmarks/search_efficiency
+    .venv/bin/python $B/search_efficiency.py --workloads bert_tiny --trials 200 --models default --seeds 1,2
+    .venv/bin/python $B/search_efficiency.py --workloads bert_tiny --trials 200 --models default --set population=128
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import results_dir, stamp, write_json  # pylint: disable=wrong-import-position
 
 # The runs compared (name -> TuneConfig settings). A variant of the default is tried with --set KEY=VALUE (run name
-# default+KEY=VALUE), not as an entry here: a winner becomes `tlp tune`'s default, a loser leaves one line in the README.
+# default+KEY=VALUE), not as an entry here: a winner becomes `tlp tune`'s default, a loser one line in the README.
 MODELS = {
     # what `tlp tune` runs (the tlp preset and its own sizes), the held-out networks' own programs left out of its
     # schedule library

@@ -278,6 +278,10 @@ class Measurer:
             # us and be shut down later from one of the pool's own threads ("cannot join current thread").
             self.close()
             raise
+        # The workers start now, in the background (each imports TVM: ~3 s on 2 cores), not inside the first batch:
+        # the caller loads its model and data meanwhile. A worker that fails to start is started again by its job.
+        local_runner_pool = [self.runner.pool] if isinstance(self.runner, StoppableRunner) else []
+        self._warm_up = [pool.submit(os.getpid) for pool in [self.builder.pool] * workers + local_runner_pool]
 
     def _runner(self, evaluator: Any) -> Any:
         if self.config.rpc is not None:
@@ -325,6 +329,8 @@ class Measurer:
         Left to the garbage collector (TVM's pools shut themselves down in ``__del__``), the shutdown can run on one
         of the pool's own threads after a Ctrl-C and print "cannot join current thread" tracebacks on exit.
         """
+        for started in getattr(self, "_warm_up", []):
+            started.cancel()  # one still queued would start a worker after the shutdown
         for pool in (self.builder.pool, getattr(self.runner, "pool", None) if self.runner is not None else None):
             if pool is not None:
                 shutdown_pool(pool)

@@ -274,24 +274,32 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
     remaining = max(0, config.trials - done)
     names = [t.name for t in tunable.tasks]
     interrupted = False
-    cost_model = library = None  # a re-run with the budget already spent builds neither
+    cost_model = library = measurer = None  # a re-run with the budget already spent builds none of them
     if remaining > 0:
-        # A bad checkpoint, a program that does not compile, a bad library dataset: one line now, before the work
-        # directory is made or anything is measured.
-        with interrupt.deferred():
-            with stages.timed("cost_model"):
-                cost_model = make_cost_model(config, target_json)
-            if config.compile:
-                with stages.timed("compile_check"):
-                    check_compiles(tunable, target_json)  # seconds now, rather than a failure after the whole budget
-            library_started = time.monotonic()
-            with stages.timed("schedule_library"):
-                library = _schedule_library(config, target_json)
-            library_s = time.monotonic() - library_started
-    work_dir.mkdir(parents=True, exist_ok=True)
-    _check_database_target(work_dir, target_json, stamp=True)
-    if database is None:
-        database, set_aside = open_json_database(work_dir)
+        # Its build and run workers start now (each imports TVM: seconds), while the model and library load.
+        measurer = Measurer(target_json, config.measure)
+    try:
+        if remaining > 0:
+            # A bad checkpoint, a program that does not compile, a bad library dataset: one line now, before the
+            # work directory is made or anything is measured.
+            with interrupt.deferred():
+                with stages.timed("cost_model"):
+                    cost_model = make_cost_model(config, target_json)
+                if config.compile:
+                    with stages.timed("compile_check"):
+                        check_compiles(tunable, target_json)  # seconds now, not a failure after the whole budget
+                library_started = time.monotonic()
+                with stages.timed("schedule_library"):
+                    library = _schedule_library(config, target_json)
+                library_s = time.monotonic() - library_started
+        work_dir.mkdir(parents=True, exist_ok=True)
+        _check_database_target(work_dir, target_json, stamp=True)
+        if database is None:
+            database, set_aside = open_json_database(work_dir)
+    except BaseException:
+        if measurer is not None:
+            measurer.close()
+        raise
     if set_aside.lines:
         log.warning("%s: %s", work_dir, set_aside.message())
     if remaining > 0:
@@ -300,13 +308,12 @@ def tune(source: Tunable | str, target_json: dict[str, Any], work_dir: str | Pat
         # scheduler ends each task at its own total).
         per_task = None if config.trials_per_task is None else max(
             1, config.trials_per_task - min(done_per_task))
-        measurer = progress = None
+        progress = None
         search_started = time.perf_counter()
         try:
             # Ctrl-C and SIGTERM only request a stop, taken where raising through MetaSchedule's C++ is safe (our
             # builder, runner and progress callback; tlp.interrupt): the first Ctrl-C stores the batch in flight.
             with interrupt.deferred(finish_batch=True):
-                measurer = Measurer(target_json, config.measure)
                 progress = ProgressCallback(names, work_dir / "history.jsonl", config.trials, done, best)
                 # OriginLog after AddToDatabase: which programs each batch measured, in which round, guided by
                 # which model.

@@ -170,21 +170,38 @@ def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
     """
     config = config or PredictionConfig()
     target = tvm.target.Target(target_json)
-    workload = ms.database.Workload(task.mod)
-    key = str(ms.utils.shash2hex(task.mod))
     started = time.monotonic()
-    prediction = Prediction(task=task.name, workload_hash=key, scheduled=False, seconds=0.0)
-    try:
-        ranked = _library_candidates(task, target, cost_model, config, library) if library is not None else []
-        prediction.library = bool(ranked)
-        if not ranked:
-            ranked, prediction.rounds = _ranked_candidates(task, target, cost_model, config)
-    except Exception as error:  # pylint: disable=broad-except  # a task MetaSchedule cannot search keeps the default
-        prediction.error = f"search failed: {one_line(error)}"
-        prediction.seconds = round(time.monotonic() - started, 2)
-        return prediction, None
-    prediction.candidates_ranked = len(ranked)
+    prediction = Prediction(task=task.name, workload_hash=str(ms.utils.shash2hex(task.mod)), scheduled=False,
+                            seconds=0.0)
     record = None
+    if library is not None:
+        try:
+            ranked = _library_candidates(task, target, cost_model, config, library)
+        except Exception:  # pylint: disable=broad-except  # programs that do not replay here: the search's instead
+            ranked = []
+        if ranked:
+            prediction.library = True
+            record = _first_that_builds(task, target, ranked, config, measurer, prediction)
+    if record is None:  # no near workload, none replayed, or no replayed program built: the search's candidates
+        prediction.library = False
+        try:
+            ranked, prediction.rounds = _ranked_candidates(task, target, cost_model, config)
+        except Exception as error:  # pylint: disable=broad-except  # a task MetaSchedule cannot search: the default
+            prediction.error = f"search failed: {one_line(error)}"
+        else:
+            record = _first_that_builds(task, target, ranked, config, measurer, prediction)
+    prediction.seconds = round(time.monotonic() - started, 2)
+    return prediction, record
+
+
+def _first_that_builds(task: Task, target: Any, ranked: list[tuple[float, Any]], config: PredictionConfig,
+                       measurer: Measurer | None, prediction: Prediction) -> Any:
+    """The record (no run time) of the best-ranked of ``ranked`` (score, schedule) that compiles, after timing the
+    best few where ``config.timed_candidates`` asks; None when none of the first ``build_tries`` compiles."""
+    prediction.candidates_ranked = len(ranked)
+    if not ranked:
+        prediction.error = "the search produced no candidate"
+        return None
     if measurer is not None and (config.timed_candidates or 0) > 1 and len(ranked) > 1:
         ranked = _fastest_first(ranked[:config.timed_candidates], measurer, prediction) + \
             ranked[config.timed_candidates:]
@@ -194,14 +211,10 @@ def predict_schedule(task: Task, target_json: dict[str, Any], cost_model: Any,
         except Exception as error:  # pylint: disable=broad-except  # the next-ranked candidate is tried
             prediction.error = f"rank {rank} did not build: {one_line(error)}"
             continue
-        record = ms.database.TuningRecord(schedule.trace, workload, run_secs=None, target=target,
-                                          args_info=ms.arg_info.ArgInfo.from_prim_func(_prim_func(task.mod)))
         prediction.scheduled, prediction.score, prediction.rank_tried, prediction.error = True, score, rank, ""
-        break
-    if not ranked:
-        prediction.error = "the search produced no candidate"
-    prediction.seconds = round(time.monotonic() - started, 2)
-    return prediction, record
+        return ms.database.TuningRecord(schedule.trace, ms.database.Workload(task.mod), run_secs=None, target=target,
+                                        args_info=ms.arg_info.ArgInfo.from_prim_func(_prim_func(task.mod)))
+    return None
 
 
 def _fastest_first(ranked: list[tuple[float, Any]], measurer: Measurer, prediction: Prediction
