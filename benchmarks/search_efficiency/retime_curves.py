@@ -61,7 +61,11 @@ class RunPicks:
         self.points: list[tuple[int, float, dict[str, int]]] = []
         best: dict[str, tuple[float, int]] = {}
         consumed = 0
+        # a schedule library is read before the first batch, outside the history's clock: counted, as
+        # search_efficiency.py counts it
+        setup_s = float((report.get("transfer_library") or {}).get("seconds", 0.0))
         for entry, wall in history_entries(work_dir / "history.jsonl"):
+            wall += setup_s
             for position in range(consumed, min(entry["trials"], len(self.records))):
                 index, _, latency, _ = self.records[position]
                 key = self.keys[index]
