@@ -4,11 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
+# Installing also builds TLP's compiled trace reader (else the first tuning run builds it inside its clock, 3-4 s).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,hf]'
-	# the compiled trace reader: built now, not inside the first tuning run (3-4 s)
 	$(BIN)/python -c "from tlp._tvm import native_trace_reader; native_trace_reader()"
 	touch $@
 
