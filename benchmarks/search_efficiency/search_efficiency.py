@@ -75,7 +75,7 @@ def main() -> None:
                         help="a TuneConfig setting of the default's runs (a variant: runs named default+KEY=VALUE)")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--tlp-model", action="append", default=[],
-                        help="TLP checkpoint or packaged name for tlp/tlp-online (default: tlp-cpu); repeat it to "
+                        help="TLP checkpoint or packaged name for the default (default: tlp-cpu); repeat it to "
                              "compare several models in one alternating run; runs are stored under tlp@NAME, NAME "
                              "being the checkpoint's file stem")
     parser.add_argument("--top-tasks", type=int, default=0,
@@ -140,9 +140,9 @@ def main() -> None:
         if MODELS[name]["cost_model"] != "tlp":
             variants.append((name, name, None, 0.0))
             continue
-        name += "".join(f"+{key}={value}" for key, value in settings.items())
-        variants += ([(f"{name}@{Path(m).stem}", name.partition("+")[0], m, setup_of.get(m, 0.0))
-                      for m in args.tlp_model] or [(name, name.partition("+")[0], None, 0.0)])
+        run = name + "".join(f"+{key}={value}" for key, value in settings.items())
+        variants += ([(f"{run}@{Path(m).stem}", name, m, setup_of.get(m, 0.0)) for m in args.tlp_model]
+                     or [(run, name, None, 0.0)])
     seeds = [int(s) for s in args.seeds.split(",")]
     # Several invocations (different workloads, models or budgets) accumulate in one results file.
     results: dict = json.loads(out.read_text())["results"] if out.exists() else {}
