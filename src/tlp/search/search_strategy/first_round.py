@@ -19,7 +19,7 @@ replayed on this task with their tile sizes refitted (:mod:`tlp.search.search_st
 best-scored ones: a schedule measured well on a similar workload is a better first guess than what a model ranks
 best among random programs. When they fill the whole first batch, the inner search does not run for it — except
 where the task's nearest stored workload is far (:data:`FAR_LIBRARY_DISTANCE`): there one place stays the model's
-pick of a small evolutionary search (:func:`far_task_search`).
+pick. The model's places beside the library's come from a small evolutionary search (:func:`model_place_search`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def nothing_to_sample(design_spaces: Any) -> bool:
 FAR_LIBRARY_DISTANCE = 5.0
 
 
-def far_task_search() -> Any:
-    """The search for the one evolved first-round place of a task far from the library: a fraction of the full
-    search's draws (64 over 2 generations, not 256 over 4), since one pick, not a population, is what it serves
-    (ResNet-50: the first round in 27 s instead of 55 s, at 41.2-41.9 ms instead of 41.3-41.6)."""
+def model_place_search() -> Any:
+    """The search for a first round's places beside the library's programs (a task far from the library, or any
+    task when the library is another platform's): a fraction of the full search's draws (64 over 2 generations,
+    not 256 over 4), since one pick, not a population, is what it serves (ResNet-50's far tasks: the first round in
+    27 s instead of 55 s, at 41.2-41.9 ms instead of 41.3-41.6)."""
     return ms.search_strategy.EvolutionarySearch(population_size=64, genetic_num_iters=2, eps_greedy=0.0)
 
 
@@ -124,9 +125,9 @@ class FirstRoundSearch(ms.search_strategy.PySearchStrategy):
             self.library_places = min(self.transferred, first)
             if self.library_places and self.library.nearest_distance(self.mod) > self.far_distance:
                 self.library_places = min(self.library_places, first - 1)
-                if not nothing_to_sample(design_spaces):
-                    self.first_search = far_task_search()
-                    self.first_search._initialize_with_tune_context(self.context)  # pylint: disable=W0212
+            if 0 < self.library_places < first and not nothing_to_sample(design_spaces):
+                self.first_search = model_place_search()
+                self.first_search._initialize_with_tune_context(self.context)  # pylint: disable=W0212
             self._searching().pre_tuning(first, first, design_spaces, database, cost_model)
         else:
             self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
