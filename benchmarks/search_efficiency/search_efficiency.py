@@ -184,7 +184,10 @@ def main() -> None:
                                                    "first_round_trials": first,
                                                    "final_latency_s": points[-1][2] if points else None,
                                                    "wall_s": points[-1][1] if points else None,
-                                                   "trials": report["trials"], "curve": points})
+                                                   "trials": report["trials"], "curve": points,
+                                                   # where the wall went (search: cost model, build, run, strategy)
+                                                   "stages_s": report.get("stages_s", {}).get("seconds"),
+                                                   "cost_model_time_s": report.get("cost_model_time_s")})
                 _add_fixed_part(runs[model][-1], work_dir, fixed)
                 print(f"{workload} {model} seed {seed}: {runs[model][-1]['final_latency_s']}", flush=True)
         if earlier.get("trials") == args.trials:
