@@ -11,9 +11,10 @@ MobileNetV2's wall); without it the wall to XGBoost's final fell 2-7x. Where the
 far, one place stays the model's pick of a small search (:mod:`tlp.search.search_strategy.first_round`).
 Of the nearest platform the dataset holds, when it lacks this one, they take one place beside the model's pick of a
 small search (the model alone can be far off there, MobileNetV2's first rounds at 6.9-11.8 ms against 6.8-7.0 ms;
-the library alone ended 7-9 % above XGBoost's final; a full search for the pick made the first round 4x longer). Then batches of 8 from a population of 256 (at 2,048 the model's best is more
-often a candidate it overrates), at most 2 of one structure per batch (:mod:`tlp.search.search_strategy.diverse`),
-the next batch for the task furthest below the best throughput reached
+the library alone ended 7-9 % above XGBoost's final; a full search for the pick made the first round 4x longer).
+Then batches of 8 from a population of 256 (at 2,048 the model's best is more often a candidate it overrates), at
+most 2 of one structure per batch (:mod:`tlp.search.search_strategy.diverse`), the next batch for the task furthest
+below the best throughput reached
 (:class:`tlp.search.task_scheduler.scheduler.HeadroomScheduler`), and online fine-tuning on the search's own
 measurements once a task has 3.
 
